@@ -1,0 +1,196 @@
+"""One function per `trainq` command, each a single request (or stream) to trainqd.
+
+Every command takes a `Context` (where to write, which socket, the caller's directory and
+environment: no global state, so tests run them in-process) and the parsed arguments, and
+returns the exit status. Errors are raised as trainq's own exceptions; `trainq.cli.main`
+turns them into one line and an exit status. `COMMANDS` is the dispatch table.
+
+The daemon's JSON is used as plain dicts, never through the pydantic models of
+`trainq.wire`: pydantic's import cost stays off the CLI (see `trainq.cli` for the budget),
+and `--json` prints what the daemon sent, pretty-printed, field for field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+from trainq.client import Client
+from trainq.errors import InvalidRequest
+from trainq.humanize import health_line, pretty_json
+from trainq.specfile import SubmitFlags, build_spec, load_spec_file
+from trainq.states import TERMINAL
+from trainq.waiting import exit_status_of, report_end, wait_until_ended
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a command may touch besides the daemon."""
+
+    socket_path: Path
+    environ: Mapping[str, str]
+    cwd: Path | None  # None: the current directory was deleted
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def client(self) -> Client:
+        return Client(self.socket_path)
+
+    def stdout_bytes(self) -> BinaryIO:
+        """Where raw bytes go (`logs`): the text stream's buffer, after what it holds."""
+        self.stdout.flush()
+        return self.stdout.buffer
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def say(self, line: str) -> None:
+        """One line for the person at the terminal, kept off stdout (which scripts read)."""
+        self.stderr.write(f"trainq: {line}\n")
+        self.stderr.flush()
+
+    def print(self, text: str) -> None:
+        self.stdout.write(text if text.endswith("\n") else f"{text}\n")
+        self.stdout.flush()
+
+
+Command = Callable[[Context, argparse.Namespace], int]
+
+
+def _job_path(job_id: int, suffix: str = "") -> str:
+    return f"/v1/jobs/{job_id}{suffix}"
+
+
+def submit(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/jobs: the spec file (if any) with the flags over it; prints the job id."""
+    if ctx.cwd is None:
+        raise InvalidRequest("the current directory no longer exists; cd to one that does")
+    file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
+    flags = SubmitFlags(
+        name=args.name,
+        gpus=args.gpus,
+        priority=args.priority,
+        hyperparameters=args.hp,
+        environment=args.env,
+        channels=args.channel,
+        max_runtime_seconds=args.max_runtime,
+        stop_grace_seconds=args.stop_grace,
+        max_retries=args.max_retries,
+        image=args.image,
+        engine=args.engine,
+        working_dir=args.workdir,
+        command=args.command_argv,
+    )
+    spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
+    if spec.get("command") is None and spec.get("image") is None:
+        # The daemon would refuse it too, but only the CLI can say which flags to use.
+        raise InvalidRequest(
+            "nothing to run: put the job's command after `--` "
+            "(trainq submit [options] -- python3 train.py), or give --image IMAGE or -f SPEC"
+        )
+    client = ctx.client()
+    _, job = client.request("POST", "/v1/jobs", json=spec)
+    # The id (or record) goes out before any waiting, so `id=$(trainq submit --wait ...)`
+    # style scripts and a person watching both see it at once.
+    ctx.print(pretty_json(job) if args.json else str(job["id"]))
+    if not args.wait:
+        return 0
+    return wait_until_ended(ctx, client, int(job["id"]))
+
+
+def wait(ctx: Context, args: argparse.Namespace) -> int:
+    """Block until the job has ended; the exit status says how it ended."""
+    client = ctx.client()
+    _, job = client.request("GET", _job_path(args.job))
+    if job.get("state") in TERMINAL:
+        report_end(ctx, job)
+        return exit_status_of(job.get("state"))
+    return wait_until_ended(ctx, client, args.job, state=job.get("state"))
+
+
+def stop(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/jobs/{id}/stop; prints the state the job is in now (STOPPING or STOPPED)."""
+    body = {} if args.grace is None else {"grace_seconds": args.grace}
+    _, job = ctx.client().request("POST", _job_path(args.job, "/stop"), json=body)
+    ctx.print(str(job.get("state", "?")))
+    return 0
+
+
+def ls(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/jobs: a table of jobs (unfinished ones unless --all or an ended --state)."""
+    everything = args.all or (args.state is not None and args.state in TERMINAL)
+    query = {"all": everything, "state": args.state, "user": args.user}
+    _, body = ctx.client().request("GET", "/v1/jobs", query=query)
+    if args.json:
+        ctx.print(pretty_json(body))
+        return 0
+    jobs: list[Any] = body.get("jobs", []) if isinstance(body, dict) else []
+    if not jobs:
+        hint = "" if everything else " (`trainq ls --all` lists ended ones too)"
+        ctx.say(f"no jobs{hint}")
+        return 0
+    from trainq.render import job_table, options_for  # noqa: PLC0415 (rich: ~90 ms)
+
+    ctx.print(job_table(jobs, options_for(ctx.stdout, ctx.environ, ctx.now()), wide=args.wide))
+    return 0
+
+
+def show(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/jobs/{id}: every field of the job, its spec and its attempts."""
+    _, job = ctx.client().request("GET", _job_path(args.job))
+    if args.json:
+        ctx.print(pretty_json(job))
+        return 0
+    from trainq.render import job_detail, options_for  # noqa: PLC0415 (rich)
+
+    ctx.print(job_detail(job, options_for(ctx.stdout, ctx.environ, ctx.now())))
+    return 0
+
+
+def logs(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/jobs/{id}/logs: the attempt's output, byte for byte, as it arrives."""
+    query: dict[str, Any] = {"follow": args.follow, "stream": args.stream}
+    if args.attempt is not None:
+        query["attempt"] = args.attempt
+    out = ctx.stdout_bytes()
+    with ctx.client().stream("GET", _job_path(args.job, "/logs"), query) as chunks:
+        for chunk in chunks:
+            out.write(chunk)
+            out.flush()
+    return 0
+
+
+def gpus(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/gpus: each GPU, the job holding it, and processes trainq did not start."""
+    _, body = ctx.client().request("GET", "/v1/gpus")
+    if args.json:
+        ctx.print(pretty_json(body))
+        return 0
+    from trainq.render import gpu_table, options_for  # noqa: PLC0415 (rich)
+
+    ctx.print(gpu_table(body, options_for(ctx.stdout, ctx.environ, ctx.now())))
+    return 0
+
+
+def health(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/health: one line (or the record with --json)."""
+    _, body = ctx.client().request("GET", "/v1/health")
+    ctx.print(pretty_json(body) if args.json else health_line(body, ctx.now()))
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "submit": submit,
+    "stop": stop,
+    "ls": ls,
+    "show": show,
+    "logs": logs,
+    "wait": wait,
+    "gpus": gpus,
+    "health": health,
+}

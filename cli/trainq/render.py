@@ -1,0 +1,378 @@
+"""Tables and views: the `ls` and `gpus` tables and the `show` view, laid out with rich.
+
+rich costs ~90 ms to import, so only `ls`, `show` and `gpus` import this module (lazily, in
+`trainq.commands`); `submit`, `stop`, `wait` and `logs` never do. Everything works from the
+daemon's JSON as plain dicts (pydantic stays off the CLI) and returns a string, so it is
+tested without a terminal; the words in the cells come from `trainq.humanize`.
+
+Output piped into another program has no colour, no width limit (rich wraps and cuts
+nothing) and no trailing blanks, so `grep` and `awk` see whole lines. On a terminal, colour
+follows NO_COLOR and TERM=dumb, and only free text gives way to a narrow window: the REASON
+of `ls` is cut to fit, an attempt's reason and long values in `show` wrap; ids, states and
+times are never cut (a line too long for the window is left to the terminal to wrap).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from typing import Any, TextIO
+
+from rich.cells import cell_len
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from trainq.humanize import (
+    compact,
+    exit_cell,
+    format_ago,
+    format_duration,
+    format_stamp,
+    format_time,
+    gpus_cell,
+    job_reason,
+    job_runtime,
+    one_line,
+    parse_time,
+    shorten,
+)
+
+UNBOUNDED_WIDTH = 100_000  # for output that is not going to a terminal: never wrap
+PAD = 2  # blanks between columns
+MIN_FREE_TEXT = 16  # the least room free text gets, however narrow the window
+STATE_STYLES = {
+    "PENDING": "yellow",
+    "RUNNING": "green",
+    "STOPPING": "magenta",
+    "COMPLETED": "bold green",
+    "FAILED": "bold red",
+    "STOPPED": "yellow",
+}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to draw: at what moment, in which time zone (None: local), for what output."""
+
+    now: datetime
+    color: bool = False
+    width: int | None = None  # None: not a terminal
+    tz: tzinfo | None = None
+
+
+def options_for(stream: TextIO, environ: Mapping[str, str], now: datetime) -> RenderOptions:
+    """Colour and width for `stream`: only a terminal has a width or gets colour."""
+    try:
+        tty = stream.isatty()
+    except ValueError:  # a closed stream
+        tty = False
+    if not tty:
+        return RenderOptions(now=now)
+    color = not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+    try:
+        width = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        width = 80
+    return RenderOptions(now=now, color=color, width=width)
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    free_text: bool = False  # may give way to a narrow terminal
+    wrap: bool = False  # gives way by wrapping (else by being cut short)
+
+
+def _cut(text: str, room: int) -> str:
+    if cell_len(text) <= room:
+        return text
+    kept = text
+    while kept and cell_len(kept) > room - 3:
+        kept = kept[:-1]
+    return kept.rstrip() + "..."
+
+
+def _table(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    opts: RenderOptions,
+    styles: Mapping[str, Callable[[str], str]] | None = None,
+) -> tuple[Table, int]:
+    """A borderless table, and the console width that draws it without cutting a fixed
+    column. On a terminal, free text that would not fit is cut (or left to wrap) here."""
+    natural = [
+        max([cell_len(col.header)] + [cell_len(row[i]) for row in rows])
+        for i, col in enumerate(columns)
+    ]
+    fixed = sum(
+        width + PAD for width, col in zip(natural, columns, strict=True) if not col.free_text
+    )
+    flexible = [i for i, col in enumerate(columns) if col.free_text]
+    room = max(MIN_FREE_TEXT, (opts.width or UNBOUNDED_WIDTH) - fixed - PAD * len(flexible))
+    table = Table(
+        box=None,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, PAD, 0, 0),
+        header_style="bold" if opts.color else "",
+    )
+    for col in columns:
+        table.add_column(col.header, no_wrap=not col.wrap, overflow="fold")
+    style_of = styles or {}
+    for row in rows:
+        cells: list[RenderableType] = []
+        for i, (col, value) in enumerate(zip(columns, row, strict=True)):
+            text = _cut(value, room) if i in flexible and not col.wrap and opts.width else value
+            style = style_of[col.header](value) if opts.color and col.header in style_of else ""
+            cells.append(Text(text, style=style))
+        table.add_row(*cells)
+    return table, fixed + (room + PAD) * len(flexible)
+
+
+def _render(opts: RenderOptions, renderables: Iterable[RenderableType], min_width: int = 0) -> str:
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=max(opts.width, min_width) if opts.width else UNBOUNDED_WIDTH,
+        force_terminal=opts.color,
+        no_color=not opts.color,
+        color_system="standard" if opts.color else None,
+        markup=False,  # names and reasons are the user's text, never markup
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+    )
+    for renderable in renderables:
+        console.print(renderable)
+    return "".join(line.rstrip(" ") + "\n" for line in buffer.getvalue().splitlines())
+
+
+def _state_style(state: str) -> str:
+    return STATE_STYLES.get(state, "")
+
+
+def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: bool = False) -> str:
+    """The `ls` table, one job a line, in the daemon's order. --wide: absolute submit times
+    and whole reasons (on one line)."""
+    columns = [Column(h) for h in ("ID", "NAME", "STATE", "USER", "GPUS", "PRIO")]
+    times = ("SUBMITTED", "RUNTIME", "ATTEMPTS") if wide else ("AGE", "RUNTIME")
+    columns += [Column(h) for h in times] + [Column("REASON", free_text=not wide)]
+    rows = []
+    for job in jobs:
+        owner = job.get("owner")
+        reason = job_reason(job)
+        row = [
+            str(job.get("id", "?")),
+            str(job.get("name", "")),
+            str(job.get("state", "?")),
+            str(owner.get("user", "?")) if isinstance(owner, dict) else "?",
+            gpus_cell(job),
+            str(job.get("priority", 0)),
+        ]
+        if wide:
+            row += [format_stamp(job.get("created_at"), opts.tz), job_runtime(job, opts.now)]
+            row += [str(len(job.get("attempts") or [])), one_line(reason)]
+        else:
+            row += [format_ago(job.get("created_at"), opts.now), job_runtime(job, opts.now)]
+            row += [shorten(reason)]
+        rows.append(row)
+    table, width = _table(columns, rows, opts, {"STATE": _state_style})
+    return _render(opts, [table], width)
+
+
+def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
+    """The `gpus` table: each GPU, what holds it, and whether a new job could have it."""
+    gpus = gpu_list.get("gpus") or []
+    backend = gpu_list.get("backend", "?")
+    if not gpus:
+        return f"no GPUs (backend: {backend}); jobs with gpus = 0 still run\n"
+    headers = ("INDEX", "NAME", "UUID", "MEMORY", "JOB", "OTHER PIDS", "AVAILABLE")
+    rows = []
+    for gpu in gpus:
+        used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
+        job_id = gpu.get("job_id")
+        rows.append(
+            [
+                str(gpu.get("index", "?")),
+                str(gpu.get("name", "?")),
+                str(gpu.get("uuid", "?")),
+                f"{used}/{total} MiB" if used is not None else f"{total} MiB",
+                "-" if job_id is None else str(job_id),
+                ",".join(str(pid) for pid in gpu.get("foreign_pids") or []) or "-",
+                "yes" if gpu.get("available") else "no",
+            ]
+        )
+    table, width = _table([Column(h) for h in headers], rows, opts)
+    note = "" if backend == "nvml" else f"(backend: {backend})\n"
+    return _render(opts, [table], width) + note
+
+
+# --- `show` ---
+
+# The record's fields in the order `show` lists them. Fields not named here (added to the
+# record later) follow in the record's own order, so `show` never hides one.
+_TIME_FIELDS = ("created_at", "started_at", "ended_at", "next_attempt_at")
+_DETAIL_ORDER = (
+    "state",
+    "owner",
+    "priority",
+    "runtime",
+    "gpus",
+    "gpu_uuids",
+    "job_dir",
+    *_TIME_FIELDS[:3],
+    "pending_reason",
+    "next_attempt_at",
+    "failure_reason",
+    "stop_reason",
+)
+_SPEC_ORDER = (
+    "name",
+    "command",
+    "image",
+    "engine",
+    "network",
+    "run_as_root",
+    "working_dir",
+    "gpus",
+    "priority",
+    "max_runtime_seconds",
+    "stop_grace_seconds",
+    "max_retries",
+    "retry_exit_codes",
+    "retry_backoff_seconds",
+    "hyperparameters",
+    "environment",
+    "channels",
+)
+_SPEC_TABLES = ("hyperparameters", "environment", "channels")
+_ATTEMPT_FIELDS = frozenset(
+    {"number", "gpus", "started_at", "ended_at", "exit_code", "signal", "signal_name"}
+    | {"outcome", "retried", "reason", "container"}
+)
+
+
+def _ordered(
+    record: Mapping[str, Any], first: Iterable[str], skip: Iterable[str] = ()
+) -> list[str]:
+    skipped = set(skip)
+    named = [key for key in first if key in record and key not in skipped]
+    return named + [key for key in record if key not in named and key not in skipped]
+
+
+def _field_value(key: str, value: Any, opts: RenderOptions) -> str:
+    if key in _TIME_FIELDS:
+        return format_time(value, opts.now, opts.tz)
+    if key == "owner" and isinstance(value, dict):
+        return f"{value.get('user', '?')} (uid {value.get('uid', '?')})"
+    if key == "command" and isinstance(value, list):
+        return shlex.join(str(arg) for arg in value)
+    if key == "gpus" and isinstance(value, list):
+        return ",".join(str(index) for index in value) or "-"
+    if key.endswith("_seconds") and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g} ({format_duration(value)})" if value >= 60 else f"{value:g}"
+    return compact(value)
+
+
+def _channel_value(channel: Any) -> str:
+    if not isinstance(channel, dict):
+        return compact(channel)
+    options = ", ".join(
+        f"{key}={compact(value)}"
+        for key, value in channel.items()
+        if key != "source" and value is not None
+    )
+    source = compact(channel.get("source"))
+    return f"{source} ({options})" if options else source
+
+
+def _spec_rows(spec: Mapping[str, Any], opts: RenderOptions) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for key in _ordered(spec, _SPEC_ORDER):
+        value = spec[key]
+        if key in _SPEC_TABLES and isinstance(value, dict):
+            rows.append((key, "" if value else "-"))
+            show = _channel_value if key == "channels" else compact
+            rows += [(f"  {name}", show(entry)) for name, entry in value.items()]
+        else:
+            rows.append((key, _field_value(key, value, opts)))
+    return rows
+
+
+def _grid(rows: Sequence[tuple[str, str]], opts: RenderOptions, label_width: int) -> Table:
+    grid = Table.grid(padding=(0, PAD))
+    grid.add_column(style="bold" if opts.color else "", no_wrap=True, min_width=label_width)
+    grid.add_column(overflow="fold")  # long values wrap on a terminal; never cut
+    for label, value in rows:
+        grid.add_row(label, Text(value))
+    return grid
+
+
+def _attempt_rows(
+    attempts: Iterable[Any], opts: RenderOptions, containers: bool = False
+) -> list[list[str]]:
+    rows = []
+    for attempt in attempts:
+        if not isinstance(attempt, dict):
+            continue
+        started, ended = parse_time(attempt.get("started_at")), parse_time(attempt.get("ended_at"))
+        ran = format_duration(((ended or opts.now) - started).total_seconds()) if started else "-"
+        reason = one_line(str(attempt.get("reason") or ""))
+        extra = {key: value for key, value in attempt.items() if key not in _ATTEMPT_FIELDS}
+        if extra:  # fields added to the record later still show
+            reason = " ".join(filter(None, [reason, compact(extra)]))
+        rows.append(
+            [
+                str(attempt.get("number", "?")),
+                ",".join(str(index) for index in attempt.get("gpus") or []) or "-",
+                format_stamp(attempt.get("started_at"), opts.tz),
+                format_stamp(attempt.get("ended_at"), opts.tz),
+                ran,
+                exit_cell(attempt),
+                compact(attempt.get("outcome")),
+                "yes" if attempt.get("retried") else "no",
+                *([str(attempt.get("container") or "-")] if containers else []),
+                reason or "-",
+            ]
+        )
+    return rows
+
+
+def job_detail(job: Mapping[str, Any], opts: RenderOptions) -> str:
+    """The `show` view: every field of the record, its spec, and its attempts as a table."""
+
+    def heading(text: str) -> Text:
+        return Text(text, style="bold underline" if opts.color else "")
+
+    fields = _ordered(job, _DETAIL_ORDER, skip=("id", "name", "spec", "attempts"))
+    rows = [(key, _field_value(key, job[key], opts)) for key in fields]
+    if parse_time(job.get("started_at")) is not None:
+        rows.insert(1 if fields[:1] == ["state"] else 0, ("ran for", job_runtime(job, opts.now)))
+    spec = job.get("spec")
+    spec_rows = _spec_rows(spec, opts) if isinstance(spec, dict) else []
+    # One label width for both sections, so their values line up.
+    label_width = max(cell_len(label) for label, _ in [*rows, *spec_rows, ("", "")])
+    width = label_width + PAD + MIN_FREE_TEXT
+    title = f"Job {job.get('id', '?')}  {job.get('name', '')}"
+    parts: list[RenderableType] = [heading(title), _grid(rows, opts, label_width)]
+    if spec_rows:
+        parts += [Text(""), heading("Spec"), _grid(spec_rows, opts, label_width)]
+    parts += [Text(""), heading("Attempts")]
+    attempts = job.get("attempts") or []
+    containers = any(isinstance(a, dict) and a.get("container") for a in attempts)
+    attempt_rows = _attempt_rows(attempts, opts, containers)
+    if attempt_rows:
+        headers: tuple[str, ...] = ("#", "GPUS", "STARTED", "ENDED", "RAN", "EXIT", "OUTCOME")
+        headers += ("RETRIED", "CONTAINER") if containers else ("RETRIED",)
+        columns = [Column(h) for h in headers] + [Column("REASON", free_text=True, wrap=True)]
+        table, table_width = _table(columns, attempt_rows, opts)
+        parts.append(table)
+        width = max(width, table_width)
+    else:
+        parts.append(Text("none yet"))
+    return _render(opts, parts, width)

@@ -1,0 +1,272 @@
+"""The job spec: the spec file's keys, the body of `POST /v1/jobs` (DESIGN §6).
+
+Validation here is everything that can be decided from the spec alone. What depends on the
+host (GPU count, whether a path exists and the submitter may read it, whether the engine is
+installed) is the daemon's to check. The CLI does not import this module on its fast path:
+it sends a plain dict and prints the daemon's one-line verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# An image reference as the engines accept it; never starting with "-" so it cannot be
+# mistaken for an engine flag.
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+
+# Variables trainq derives from the job itself; a job may not set them (DESIGN §2).
+RESERVED_ENV = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "TRAINING_JOB_NAME",
+        "TRAINING_JOB_ARN",
+        "SAGEMAKER_BASE_DIR",
+    }
+)
+RESERVED_ENV_PREFIXES = ("SM_", "TRAINQ_")
+
+# SageMaker's own limits on hyperparameters.
+MAX_HYPERPARAMETERS = 100
+MAX_HP_KEY = 256
+MAX_HP_VALUE = 2500
+# The kernel refuses to start a program with any one environment string over 128 KiB, and
+# the hyperparameters travel in SM_HPS (and twice in SM_TRAINING_ENV): their JSON is capped
+# well below. The job's own variables get a cap of their own for the same reason.
+MAX_HP_JSON = 32 * 1024
+MAX_ENV_VALUE = 64 * 1024
+MAX_ENV_TOTAL = 512 * 1024
+
+TRANSIENT_EXIT_CODES = (6, 134, 11, 139)
+
+
+def check_name(kind: str, value: str) -> str:
+    """Job and channel names become path components: no "/", no "..", nothing odd."""
+    if "/" in value or ".." in value:
+        raise ValueError(f"{kind} name {value!r} may not contain '/' or '..'")
+    if not NAME_RE.match(value):
+        raise ValueError(
+            f"{kind} name {value!r} must be 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def hp_value_to_str(value: str | bool | int | float) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+ChannelMode = Literal["File", "Pipe", "FastFile"]
+ExitStatus = Annotated[int, Field(ge=1, le=255)]
+
+
+class ChannelSpec(_Strict):
+    """One input channel. `source` is an absolute host path: a directory or a single file."""
+
+    source: Annotated[str, Field(min_length=1, max_length=4096)]
+    mode: ChannelMode = "File"
+    content_type: Annotated[str, Field(max_length=256)] | None = None
+    record_wrapper: Literal["None", "RecordIO"] = "None"
+    compression: Literal["None", "Gzip"] = "None"
+    shuffle_seed: int | None = None
+    epochs: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"source {value!r} must be an absolute path")
+        if "\0" in value:
+            raise ValueError("source may not contain a NUL byte")
+        return value
+
+    @model_validator(mode="after")
+    def _pipe_only_options(self) -> ChannelSpec:
+        if self.mode != "Pipe":
+            for key, default in (
+                ("record_wrapper", "None"),
+                ("compression", "None"),
+                ("shuffle_seed", None),
+                ("epochs", None),
+            ):
+                if getattr(self, key) != default:
+                    raise ValueError(f"{key} applies to Pipe mode channels only")
+        return self
+
+
+class JobSpec(_Strict):
+    """A training job as submitted. Exactly one of `command` and `image`."""
+
+    name: str | None = None
+    priority: Annotated[int, Field(ge=-10_000, le=10_000)] = 0
+    gpus: Annotated[int, Field(ge=0, le=1024)] = 0
+    command: Annotated[list[str], Field(min_length=1, max_length=4096)] | None = None
+    image: str | None = None
+    engine: Literal["docker", "podman"] | None = None
+    network: Literal["none", "host", "bridge"] | None = None
+    run_as_root: bool = False
+    working_dir: str | None = None
+    max_runtime_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86400)] | None = None
+    stop_grace_seconds: Annotated[float, Field(ge=0, le=86400)] | None = None
+    max_retries: Annotated[int, Field(ge=0, le=100)] = 3
+    retry_exit_codes: Annotated[list[ExitStatus], Field(max_length=255)] = Field(
+        default_factory=lambda: list(TRANSIENT_EXIT_CODES)
+    )
+    retry_backoff_seconds: Annotated[float, Field(ge=0, le=3600)] = 2.0
+    hyperparameters: dict[str, str] = Field(default_factory=dict)
+    environment: dict[str, str] = Field(default_factory=dict)
+    channels: dict[str, ChannelSpec] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else check_name("job", value)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value[0]:
+                raise ValueError("the command's program may not be empty")
+            if any("\0" in arg for arg in value):
+                raise ValueError("command arguments may not contain a NUL byte")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and not IMAGE_RE.match(value):
+            raise ValueError(f"image {value!r} is not an image reference")
+        return value
+
+    @field_validator("working_dir")
+    @classmethod
+    def _working_dir(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\0" in value):
+            raise ValueError(f"working_dir {value!r} must be an absolute path")
+        return value
+
+    @field_validator("hyperparameters", mode="before")
+    @classmethod
+    def _hyperparameters(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value  # pydantic reports the type error
+        if len(value) > MAX_HYPERPARAMETERS:
+            raise ValueError(f"at most {MAX_HYPERPARAMETERS} hyperparameters")
+        out: dict[str, str] = {}
+        for key, raw in value.items():
+            if not isinstance(key, str) or not key or len(key) > MAX_HP_KEY:
+                raise ValueError(f"hyperparameter names must be 1-{MAX_HP_KEY} characters")
+            if not isinstance(raw, str | bool | int | float):
+                raise ValueError(
+                    f"hyperparameter {key!r} must be a string, number or boolean, "
+                    f"not {type(raw).__name__}"
+                )
+            text = hp_value_to_str(raw)
+            if len(text) > MAX_HP_VALUE:
+                raise ValueError(f"hyperparameter {key!r} is longer than {MAX_HP_VALUE}")
+            out[key] = text
+        size = len(json.dumps(out))
+        if size > MAX_HP_JSON:
+            raise ValueError(
+                f"the hyperparameters take {size} bytes as JSON, over {MAX_HP_JSON}: they reach "
+                "the trainer in its environment (SM_HPS); pass large values in a file"
+            )
+        return out
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not ENV_NAME_RE.match(key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+            if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
+                raise ValueError(f"environment variable {key} is set by trainq itself")
+            if "\0" in text:
+                raise ValueError(f"environment variable {key} may not contain a NUL byte")
+            if len(text.encode()) > MAX_ENV_VALUE:
+                raise ValueError(f"environment variable {key} is longer than {MAX_ENV_VALUE} bytes")
+        total = sum(len(k) + len(v.encode()) + 2 for k, v in value.items())
+        if total > MAX_ENV_TOTAL:
+            raise ValueError(f"the environment takes {total} bytes, over {MAX_ENV_TOTAL}")
+        return value
+
+    @field_validator("channels")
+    @classmethod
+    def _channels(cls, value: dict[str, ChannelSpec]) -> dict[str, ChannelSpec]:
+        for name in value:
+            check_name("channel", name)
+        # Pipe mode's FIFOs are named <channel>_<epoch>: no other channel may take such a name.
+        for pipe in (n for n, c in value.items() if c.mode == "Pipe"):
+            clash = re.compile(re.escape(pipe) + r"_[0-9]+$")
+            for other in value:
+                if clash.match(other):
+                    raise ValueError(
+                        f"channel {other!r} would clash with the FIFOs of Pipe channel {pipe!r}"
+                    )
+        return value
+
+    @model_validator(mode="after")
+    def _runtime(self) -> JobSpec:
+        if (self.command is None) == (self.image is None):
+            raise ValueError(
+                "give exactly one of 'command' (a subprocess) and 'image' (a container)"
+            )
+        if self.image is None:
+            for key in ("engine", "network"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key} applies to container jobs (with 'image') only")
+            if self.run_as_root:
+                raise ValueError("run_as_root applies to container jobs (with 'image') only")
+        return self
+
+    @property
+    def runtime(self) -> Literal["subprocess", "container"]:
+        return "container" if self.image is not None else "subprocess"
+
+
+def describe_validation_error(exc: ValidationError, what: str = "spec") -> str:
+    """One line for a person: where the first problem is and what it is."""
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return f"invalid {what}"
+    first = errors[0]
+    loc = ".".join(str(part) for part in first["loc"] if part not in ("function-after",))
+    msg = str(first["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "missing"
+    where = f"{what}: {loc}: " if loc else f"{what}: "
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{where}{msg}{more}"
+
+
+def parse_spec(data: Any) -> JobSpec:
+    """Validate a spec dict; raise ValueError with one clear line."""
+    try:
+        return JobSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from None

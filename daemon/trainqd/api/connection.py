@@ -1,0 +1,441 @@
+"""One client connection of the API server: the h11 state machine from the first byte of a
+request to the last byte of its response, keep-alive, limits and timeouts, streams that end
+when their client goes away. Whatever one client does wrong costs it its connection and
+nothing else; a handler's crash costs one 500 and a traceback in the log.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import select
+import socket
+import struct
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import h11
+import pydantic_core
+from anyio.abc import SocketStream
+from pydantic import BaseModel
+
+from trainq import __version__
+from trainq.errors import InvalidRequest, PayloadTooLarge, TrainqError
+from trainqd.api.http import (
+    JSON_CONTENT_TYPE,
+    Caller,
+    Request,
+    Response,
+    Router,
+    StreamResponse,
+    WrongMethod,
+    split_target,
+)
+
+_SERVER = f"trainqd/{__version__}".encode()
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_RECV_SIZE = 65536
+_LINGER_SECONDS = 1.0
+_LINGER_BYTES = 16 << 20
+_INTERNAL = TrainqError("internal error; see the trainqd log")
+
+OnError = Callable[[Request | None, BaseException], None]
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_body: int = 1 << 20
+    max_header_block: int = 16 << 10
+    request_timeout: float = 10.0  # from a request's first byte to its last
+    keepalive_timeout: float = 60.0  # idle between requests on one connection
+    send_timeout: float = 60.0  # a client that stops reading what it asked for
+    max_connections: int = 512  # beyond this, new clients wait in the listen backlog
+    stream_close_timeout: float = 5.0  # for a stream's iterator to run its cleanup
+
+
+def log_error(request: Request | None, exc: BaseException) -> None:
+    """The default `on_error`: the standard library logger, with the traceback."""
+    where = f"{request.method} {request.path}" if request is not None else "connection"
+    logging.getLogger("trainqd.api").error("%s failed", where, exc_info=exc)
+
+
+def peer_caller(sock: socket.socket) -> Caller:
+    pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return Caller(uid=uid, gid=gid, pid=pid)
+
+
+def report_error(on_error: OnError, request: Request | None, exc: BaseException) -> None:
+    try:
+        on_error(request, exc)
+    except Exception:  # a broken logger must not break serving
+        log_error(request, exc)
+
+
+class _PeerGone(Exception):
+    """The client went away or stopped reading; the connection ends quietly."""
+
+
+class Connection:
+    def __init__(
+        self,
+        stream: SocketStream,
+        raw: socket.socket,
+        router: Router,
+        limits: ServerLimits,
+        on_error: OnError,
+    ) -> None:
+        self.stream = stream
+        self.raw = raw
+        self.caller = peer_caller(raw)
+        self.router = router
+        self.limits = limits
+        self.on_error = on_error
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_block)
+        # One deadline for the connection's whole life, moved as it goes from idle to reading
+        # a request to handling it (none then): cheaper than a scope per read.
+        self.deadline = anyio.CancelScope()
+        self.reading_request = False
+        self.served = 0
+        self.waited = False  # for the request being read: did it wait for the socket?
+        self.hung_up = False
+
+    async def run(self) -> None:
+        try:
+            with self.deadline:
+                await self._serve_requests()
+            if self.deadline.cancelled_caught and self.reading_request:
+                timeout = self.limits.request_timeout
+                message = f"request not received completely within {timeout:g} s"
+                await self._refuse(408, InvalidRequest(message))
+        except _PeerGone:
+            return
+
+    async def _serve_requests(self) -> None:
+        while True:
+            request = await self._receive_request()
+            if request is None:
+                return
+            await self._respond(request)
+            self.served += 1
+            if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
+                return
+            self.h11.start_next_cycle()
+
+    # -- receiving -------------------------------------------------------------------------
+
+    async def _receive_request(self) -> Request | None:
+        """The next complete request, or None once the connection should end (any error
+        response already sent)."""
+        conn, limits = self.h11, self.limits
+        self.reading_request = bool(conn.trailing_data[0])
+        # The first request gets the short timeout: a client that connects and says nothing
+        # has no keep-alive to protect.
+        short = self.reading_request or not self.served
+        wait = limits.request_timeout if short else limits.keepalive_timeout
+        self.deadline.deadline = anyio.current_time() + wait
+        self.waited = False
+        head: h11.Request | None = None
+        body: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                if conn.trailing_data[1]:  # the client hung up mid-request: nobody to tell
+                    return None
+                if exc.error_status_hint == 431:
+                    await self._refuse(431, self._header_too_large())
+                else:
+                    await self._refuse(400, InvalidRequest(f"malformed HTTP request: {exc}"))
+                return None
+            if event is h11.NEED_DATA:
+                data = await self._receive()
+                if not self.reading_request:
+                    self.reading_request = True
+                    self.deadline.deadline = anyio.current_time() + limits.request_timeout
+                conn.receive_data(data)
+            elif isinstance(event, h11.Request):
+                head = event
+                # h11 bounds only an incomplete header block; one that arrived whole in a
+                # single read is measured here.
+                if _head_size(event) > limits.max_header_block:
+                    await self._refuse(431, self._header_too_large())
+                    return None
+                if _declared_length(event) > limits.max_body:
+                    await self._refuse(413, self._too_large())
+                    return None
+                if conn.they_are_waiting_for_100_continue:
+                    await self._send(
+                        conn.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
+            elif isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > limits.max_body:
+                    await self._refuse(413, self._too_large())
+                    return None
+                body.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                assert head is not None
+                self.reading_request = False
+                self.deadline.deadline = math.inf  # handlers take the time they need
+                if not self.waited:
+                    # Pipelined requests come out of the buffer without awaiting anything: let
+                    # other connections have a turn.
+                    await anyio.lowlevel.checkpoint()
+                return self._request(head, b"".join(body))
+            else:  # ConnectionClosed, or PAUSED (never: a cycle ends before the next read)
+                return None
+
+    def _header_too_large(self) -> InvalidRequest:
+        return InvalidRequest(
+            f"request header block is larger than {self.limits.max_header_block} bytes"
+        )
+
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(f"request body is larger than {self.limits.max_body} bytes")
+
+    def _request(self, head: h11.Request, body: bytes) -> Request:
+        path, query = split_target(head.target.decode("latin-1"))
+        return Request(
+            method=head.method.decode("ascii"),
+            path=path,
+            query=query,
+            headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers],
+            body=body,
+            caller=self.caller,
+        )
+
+    async def _receive(self) -> bytes:
+        """The next bytes from the client; b"" at its end or on a broken connection.
+
+        Straight from the socket, waiting with `anyio.wait_readable` only when nothing is
+        there: the stream's own receive costs a trip round the event loop first, and on
+        asyncio a cancellation that races the socket turning readable makes it log an
+        InvalidStateError from its reader callback."""
+        while True:
+            try:
+                return self.raw.recv(_RECV_SIZE)
+            except BlockingIOError:
+                pass
+            except OSError:
+                return b""
+            self.waited = True
+            await anyio.wait_readable(self.raw)
+
+    # -- responding ------------------------------------------------------------------------
+
+    async def _respond(self, request: Request) -> None:
+        try:
+            route, request.params = self.router.match(request.method, request.path)
+            if request.query:
+                route.check_query(request.query)
+            result = await route.handler(request)
+            if isinstance(result, StreamResponse):
+                await self._send_stream(request, result)
+                return
+            response = _checked(result)
+            head, body = _json_response(response.status, response.body, response.headers)
+        except _PeerGone:
+            raise
+        except Exception as exc:
+            if self.h11.our_state is not h11.SEND_RESPONSE:
+                raise  # a response is already under way: no status left to change
+            error = _as_trainq_error(exc)
+            if error is None:
+                report_error(self.on_error, request, exc)
+                error = _INTERNAL
+            extra = [("allow", ", ".join(error.allowed))] if isinstance(error, WrongMethod) else []
+            head, body = _json_response(error.http_status, error.to_wire(), extra)
+        await self._send(self.h11.send(head) + self.h11.send(h11.Data(data=body)) + self._end())
+
+    def _end(self) -> bytes:
+        return self.h11.send(h11.EndOfMessage()) or b""
+
+    async def _refuse(self, status: int, error: TrainqError) -> None:
+        """Answer a request that cannot be served; the caller then ends the connection."""
+        self.reading_request = False  # answered: the request deadline has nothing to add
+        if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            return
+        head, body = _json_response(status, error.to_wire(), [("connection", "close")])
+        await self._send(self.h11.send(head) + self.h11.send(h11.Data(data=body)) + self._end())
+        await self._linger()
+
+    async def _linger(self) -> None:
+        """Read and drop what the client is still sending, for a moment, before closing:
+        closing on unread data makes the kernel reset the connection, and a client still
+        writing its body would get the reset instead of the answer."""
+        try:
+            await self.stream.send_eof()
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+        dropped = 0
+        with anyio.move_on_after(_LINGER_SECONDS):
+            while dropped < _LINGER_BYTES and (data := await self._receive()):
+                dropped += len(data)
+
+    async def _send(self, data: bytes | None) -> None:
+        if not data:
+            return
+        # The socket first: a reply nearly always fits its buffer, and the stream's send would
+        # begin with a trip round the event loop. Only a full buffer waits, with a limit.
+        try:
+            sent = self.raw.send(data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            raise _PeerGone from None
+        if sent == len(data):
+            return
+        with anyio.move_on_after(self.limits.send_timeout):
+            try:
+                await self.stream.send(data[sent:])
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise _PeerGone from None
+            return
+        raise _PeerGone  # the client stopped reading
+
+    async def _send_stream(self, request: Request, response: StreamResponse) -> None:
+        chunks = response.chunks
+        try:
+            head = h11.Response(
+                status_code=response.status,
+                reason=_reason(response.status),
+                headers=[
+                    (b"content-type", response.content_type.encode("latin-1")),
+                    *_common_headers(),
+                    *_encoded(response.headers),
+                ],
+            )
+            await self._send(self.h11.send(head))
+            failure: BaseException | None = None
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_for_hangup, tg.cancel_scope)
+                try:
+                    async for chunk in chunks:
+                        if chunk:
+                            await self._send(self.h11.send(h11.Data(data=chunk)))
+                except Exception as exc:  # _PeerGone included: it must not become a group
+                    failure = exc
+                tg.cancel_scope.cancel()
+            if self.hung_up or isinstance(failure, _PeerGone):
+                raise _PeerGone
+            if failure is not None:
+                if _as_trainq_error(failure) is None:
+                    report_error(self.on_error, request, failure)
+                raise _PeerGone  # cut short: no final chunk, so the client sees it broke
+            await self._send(self._end())
+        finally:
+            await _close_chunks(chunks, self.limits, request, self.on_error)
+
+    async def _watch_for_hangup(self, scope: anyio.CancelScope) -> None:
+        """While a stream is being sent, notice the client leaving even when no chunk comes,
+        so the producer is cancelled at once rather than at its next chunk."""
+        while True:
+            data = await self._receive()
+            if not data:
+                if _peer_closed(self.raw):
+                    self.hung_up = True
+                    scope.cancel()
+                else:  # only half-closed: it still reads, so the stream goes on
+                    self.h11.receive_data(b"")
+                return
+            self.h11.receive_data(data)  # a pipelined request, kept for after the stream
+            if len(self.h11.trailing_data[0]) > self.limits.max_body:
+                return  # its own size check will refuse it; memory stays bounded
+
+
+def _checked(result: object) -> Response:
+    if not isinstance(result, Response):
+        raise TypeError(f"handler returned {type(result).__name__}, not a Response")
+    return result
+
+
+def _head_size(head: h11.Request) -> int:
+    size = len(head.method) + len(head.target) + 12  # request line: spaces, version, CRLF
+    for name, value in head.headers:
+        size += len(name) + len(value) + 4
+    return size
+
+
+def _declared_length(head: h11.Request) -> int:
+    for name, value in head.headers:
+        if name == b"content-length":
+            return int(value)  # h11 has checked it is a number
+    return 0
+
+
+def _as_trainq_error(exc: BaseException) -> TrainqError | None:
+    """The caller-facing error in `exc`, looking inside a group of exactly one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, TrainqError) else None
+
+
+def _json_response(
+    status: int, body: BaseModel | dict[str, Any] | list[Any] | None, extra: list[tuple[str, str]]
+) -> tuple[h11.Response, bytes]:
+    # Built (and so validated) before anything is sent: a handler's bad header or unserializable
+    # body becomes a 500 instead of a half-written response.
+    if body is None:
+        payload = b""
+    elif isinstance(body, BaseModel):
+        payload = body.model_dump_json().encode()
+    else:
+        payload = pydantic_core.to_json(body)
+    headers = _common_headers()
+    if status >= 200 and status not in {204, 304}:
+        headers.append((b"content-length", str(len(payload)).encode()))
+    if payload:
+        headers.append((b"content-type", JSON_CONTENT_TYPE.encode()))
+    headers.extend(_encoded(extra))
+    return h11.Response(status_code=status, headers=headers, reason=_reason(status)), payload
+
+
+@functools.cache
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
+
+
+def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+
+_date_cache: tuple[int, bytes] = (0, b"")
+
+
+def _common_headers() -> list[tuple[bytes, bytes]]:
+    global _date_cache  # noqa: PLW0603 (the formatted date changes once a second)
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, formatdate(now, usegmt=True).encode())
+    return [(b"server", _SERVER), (b"date", _date_cache[1])]
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """True once the peer has closed its end entirely, not just shut down its writing."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+
+
+async def _close_chunks(
+    chunks: AsyncIterator[bytes], limits: ServerLimits, request: Request, on_error: OnError
+) -> None:
+    aclose = getattr(chunks, "aclose", None)
+    if aclose is None:
+        return
+    with anyio.move_on_after(limits.stream_close_timeout, shield=True):
+        try:
+            await aclose()
+        except Exception as exc:
+            report_error(on_error, request, exc)

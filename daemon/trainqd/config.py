@@ -1,0 +1,126 @@
+"""trainqd's configuration: embedded defaults, then the TOML file, then flags (DESIGN §7).
+
+An unknown key or a bad value is a `ConfigError` whose message is the one line trainqd prints
+before it exits: an administrator fixing /etc/trainq/trainqd.toml needs the key and the
+problem, not a traceback.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from trainq.paths import SYSTEM_CONFIG, default_daemon_socket, default_state_dir
+from trainq.spec import describe_validation_error
+
+GPU_SPEC_RE = re.compile(r"^(auto|nvml|none|fake:[1-9][0-9]*|fake:/.+)$")
+
+
+class ConfigError(Exception):
+    """A configuration trainqd refuses to start with; the message is one line."""
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    socket: Path = Field(default_factory=default_daemon_socket)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    gpus: str = "auto"
+    cpu_slots: Annotated[int, Field(ge=1, le=4096)] = Field(
+        default_factory=lambda: os.cpu_count() or 1
+    )
+    socket_mode: str = "0666"
+    socket_group: str | None = None
+    admin_group: str | None = None
+    default_stop_grace_seconds: Annotated[float, Field(ge=0, le=86400)] = 120.0
+    default_engine: Literal["docker", "podman"] | None = None
+    max_running_jobs_per_user: Annotated[int, Field(ge=0)] = 0
+    max_gpus_per_user: Annotated[int, Field(ge=0)] = 0
+    # How often GPUs are re-read while jobs wait: a process trainq did not start may leave a GPU
+    # at any time, and NVML offers no event for that.
+    gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("socket", "state_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        if not value.is_absolute():
+            raise ValueError(f"{value} must be an absolute path")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: str) -> str:
+        if not GPU_SPEC_RE.match(value):
+            raise ValueError(f"{value!r} is not one of auto, nvml, none, fake:N, fake:/file.json")
+        return value
+
+    @field_validator("socket_mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        if not re.fullmatch(r"0?[0-7]{3}", value):
+            raise ValueError(f'{value!r} is not an octal mode such as "0660"')
+        return value
+
+    @property
+    def socket_mode_bits(self) -> int:
+        return int(self.socket_mode, 8)
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.state_dir / "jobs"
+
+    @property
+    def database(self) -> Path:
+        return self.state_dir / "trainq.db"
+
+
+def read_config_file(path: Path, *, explicit: bool) -> dict[str, Any]:
+    """The file's keys; an absent default file means the embedded defaults."""
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{path}: no such file") from None
+        return {}
+    except PermissionError:
+        raise ConfigError(f"{path}: permission denied") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return data
+
+
+def check_groups(config: Config, where: str) -> None:
+    """Groups named by the configuration must exist on this host."""
+    for key in ("socket_group", "admin_group"):
+        name = getattr(config, key)
+        if name is None or name.isdigit():
+            continue
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            raise ConfigError(f"{where}: {key}: group {name!r} does not exist") from None
+
+
+def load_config(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Defaults, then the file (/etc/trainq/trainqd.toml unless given), then the flags."""
+    path = config_file or SYSTEM_CONFIG
+    data = read_config_file(path, explicit=config_file is not None)
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    # The file alone first, so a bad key is blamed on the file and not on the command line.
+    for what, candidate in ((str(path), data), ("command line", {**data, **flags})):
+        try:
+            config = Config.model_validate(candidate)
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, what)) from None
+    check_groups(config, str(path) if data else "command line")
+    return config

@@ -1,0 +1,203 @@
+"""`trainqd`: start the daemon (DESIGN §6, §7).
+
+Everything that can refuse to start is done before the event loop runs, each refusal one
+line on stderr: the configuration, the state directory's lock (one daemon per state dir),
+the database, the GPU backend, the socket. Then one root task group runs the scheduler (which
+reconciles with jobs that ran on while no daemon did) and the API server; SIGTERM and SIGINT
+cancel it. Stopping trainqd never stops a job: each runs under its own monitor, and the next
+trainqd takes them over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import functools
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from trainq import __version__
+from trainqd import logs, sdnotify
+from trainqd.api.http import Router
+from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
+from trainqd.api.openapi import build_openapi
+from trainqd.api.server import serve
+from trainqd.config import Config, ConfigError, load_config
+from trainqd.events import ChangeNotifier
+from trainqd.gpus import open_backend
+from trainqd.gpus.base import GpuBackend, GpuBackendError
+from trainqd.identity import Authorizer
+from trainqd.jobdir import JobDirs
+from trainqd.routes import Api
+from trainqd.scheduler import Scheduler
+from trainqd.store import Store, StoreError
+
+EX_CONFIG = 78  # sysexits.h: systemd shows it as "configuration error"
+log = structlog.get_logger("trainqd")
+
+
+class StartupError(Exception):
+    """trainqd cannot start; the message is one line."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="trainqd",
+        description="The trainq daemon: a GPU job queue for this workstation.",
+    )
+    parser.add_argument("--socket", type=Path, help="unix socket to serve the API on")
+    parser.add_argument("--state-dir", type=Path, help="where jobs and the database live")
+    parser.add_argument("--gpus", help="auto | nvml | none | fake:N | fake:/file.json")
+    parser.add_argument("--cpu-slots", type=int, help="concurrent jobs that use no GPU")
+    parser.add_argument("--config", type=Path, help="configuration file (TOML)")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--version", action="version", version=f"trainqd {__version__}")
+    return parser.parse_args(argv)
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """One trainqd per state directory: an flock held for the daemon's whole life."""
+    root = os.geteuid() == 0
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o755 if root else 0o700)
+        fd = os.open(state_dir / "trainqd.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StartupError(f"cannot use state directory {state_dir}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StartupError(f"another trainqd (pid {holder}) is already using {state_dir}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _open_gpus(config: Config) -> GpuBackend:
+    try:
+        backend = open_backend(config.gpus)
+    except GpuBackendError as exc:
+        if config.gpus.startswith("fake:/"):
+            raise ConfigError(str(exc)) from None
+        raise StartupError(str(exc)) from None
+    # A host whose driver broke must not pass silently for a CPU-only one.
+    reason = getattr(backend, "reason", None)
+    if reason:
+        log.warning("no GPUs: running CPU jobs only", gpus=config.gpus, reason=reason)
+    for problem in getattr(backend, "unreadable", {}).values():
+        log.warning("GPU left out", problem=problem)
+    return backend
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = load_config(
+            args.config,
+            {
+                "socket": args.socket,
+                "state_dir": args.state_dir,
+                "gpus": args.gpus,
+                "cpu_slots": args.cpu_slots,
+                "log_level": args.log_level,
+            },
+        )
+    except ConfigError as exc:
+        print(f"trainqd: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    logs.configure(config.log_level)
+    with ExitStack() as cleanup:
+        try:
+            lock = lock_state_dir(config.state_dir)
+            cleanup.callback(os.close, lock)
+            try:
+                store = Store.open(config.database)
+            except StoreError as exc:
+                raise StartupError(str(exc)) from None
+            cleanup.callback(store.close)
+            gpus = _open_gpus(config)
+            cleanup.callback(gpus.close)
+            try:
+                authorizer = Authorizer(config.admin_group)
+            except ValueError as exc:
+                raise StartupError(str(exc)) from None
+            dirs = JobDirs(config.jobs_dir)
+            dirs.ensure_root()
+            # Bound before the event loop starts any thread: the bind narrows the umask.
+            try:
+                sock = bind_unix_socket(
+                    config.socket, mode=config.socket_mode_bits, group=config.socket_group
+                )
+            except SocketSetupError as exc:
+                raise StartupError(str(exc)) from None
+            cleanup.callback(remove_unix_socket, config.socket)
+        except StartupError as exc:
+            print(f"trainqd: {exc}", file=sys.stderr)
+            return 1
+        except ConfigError as exc:
+            print(f"trainqd: {exc}", file=sys.stderr)
+            return EX_CONFIG
+        scheduler = Scheduler(
+            config=config,
+            store=store,
+            gpus=gpus,
+            dirs=dirs,
+            notifier=ChangeNotifier(),
+            authorizer=authorizer,
+        )
+        anyio.run(_serve, config, scheduler, sock)
+    return 0
+
+
+def _openapi(api: Api) -> Callable[[], dict[str, Any]]:
+    @functools.cache
+    def document() -> dict[str, Any]:
+        return build_openapi(api.routes(), version=__version__)
+
+    return document
+
+
+async def _serve(config: Config, scheduler: Scheduler, sock: Any) -> None:
+    api = Api(scheduler=scheduler, started_at=time.time(), openapi=lambda: {})
+    api.openapi = _openapi(api)
+    router = Router(api.routes())
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tg:
+            await tg.start(scheduler.run)
+            await tg.start(functools.partial(serve, sock, router, on_error=_log_api_error))
+            sdnotify.notify("READY=1", f"STATUS=serving on {config.socket}")
+            log.info(
+                "trainqd ready",
+                socket=str(config.socket),
+                state_dir=str(config.state_dir),
+                gpus=f"{scheduler.gpus.kind}:{len(scheduler.devices)}",
+                pid=os.getpid(),
+            )
+            async for signum in signals:
+                log.info(
+                    "shutting down; running jobs go on under their monitors",
+                    signal=signal.Signals(signum).name,
+                )
+                api.stopping = True
+                sdnotify.notify("STOPPING=1", "STATUS=shutting down")
+                tg.cancel_scope.cancel()
+                break
+
+
+def _log_api_error(request: Any, exc: BaseException) -> None:
+    where = f"{request.method} {request.path}" if request is not None else "connection"
+    log.error("request failed", where=where, exc_info=exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""How an attempt ended, in the exit record's terms: outcome, exit code or signal, reason.
+
+The reason of an unsuccessful end is, in this order (DESIGN §2, as SageMaker does): the
+first 1024 characters of `<ml root>/output/failure`, the tail of the trainer's stderr,
+or a description of the exit status. A stop is described rather than explained by the
+trainer: the trainer did nothing wrong.
+
+The failure file lies in a directory the job's owner controls, and a container job's
+monitor reads it as root. So it is reached by a walk that follows no link, opened without
+blocking (it could be a FIFO), read only if it is a regular file with one name, and only
+its first few kilobytes: the owner cannot make root read, or wait on, anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+from typing import TYPE_CHECKING
+
+from trainqd.monitor.process import describe_status, exit_code_and_signal
+from trainqd.monitor.records import REASON_CHARS
+
+FAILURE_FILE = ("output", "failure")
+# Enough bytes for REASON_CHARS characters of UTF-8, however wide.
+_REASON_BYTES = REASON_CHARS * 4
+OOM_HINT = "killed by SIGKILL (out of memory?)"
+# SIGTERM with no stop request from trainqd: the host is shutting down (systemd sends it to
+# every process left), or someone signalled the monitor. Not a stop: the job runs again.
+INTERRUPTED = "interrupted: SIGTERM without a stop request (host shutdown?)"
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    StopCause = Literal["user", "time_limit", "feeder", "shutdown"]
+
+# Plain classes where a dataclass would do: building a dataclass costs a millisecond or
+# two at import, and the monitor imports this before its trainer starts.
+
+
+class Stop:
+    """The monitor ended the trainer: why, with what grace, and whether it had to kill
+    (the grace ran out and the tree got SIGKILL)."""
+
+    __slots__ = ("cause", "forced", "grace")
+
+    def __init__(self, cause: StopCause, grace: float, forced: bool = False) -> None:
+        self.cause: StopCause = cause
+        self.grace = grace
+        self.forced = forced
+
+
+class Ending:
+    """What the exit record will say, less the times."""
+
+    __slots__ = ("exit_code", "outcome", "reason", "signal", "stop_reason")
+
+    def __init__(
+        self,
+        outcome: str,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        reason: str | None = None,
+        stop_reason: str | None = None,
+    ) -> None:
+        self.outcome = outcome
+        self.exit_code = exit_code
+        self.signal = signal
+        self.reason = reason
+        self.stop_reason = stop_reason
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Ending({fields})"
+
+
+def read_failure_file(ml_root: str) -> str | None:
+    """The first REASON_CHARS characters of the failure file; None if absent or empty."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    opened: list[int] = []
+    try:
+        fd = os.open(ml_root, flags | os.O_DIRECTORY)
+        opened.append(fd)
+        *dirs, name = FAILURE_FILE
+        for part in dirs:
+            fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            opened.append(fd)
+        fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=fd)
+        opened.append(fd)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            return None
+        data = _read_up_to(fd, _REASON_BYTES)
+    except OSError:
+        return None
+    finally:
+        for fd in opened:
+            os.close(fd)
+    text = data.decode("utf-8", "replace")[:REASON_CHARS].rstrip()
+    return text or None
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    chunks = []
+    while limit > 0:
+        chunk = os.read(fd, limit)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
+def output_tail(fd: int) -> str | None:
+    """The last REASON_CHARS characters written to `fd` (a regular file open for reading),
+    starting at a line boundary where one is at hand; None if nothing was written."""
+    with contextlib.suppress(OSError):
+        size = os.fstat(fd).st_size
+        start = max(0, size - _REASON_BYTES)
+        text = os.pread(fd, _REASON_BYTES, start).decode("utf-8", "replace").rstrip()
+        cut = start > 0
+        if len(text) > REASON_CHARS:
+            text = text[-REASON_CHARS:]
+            cut = True
+        if cut:
+            newline = text.find("\n")
+            if 0 <= newline < len(text) - 1:
+                text = text[newline + 1 :]
+        return text.strip() or None
+    return None
+
+
+def explain(ml_root: str, stderr_fd: int, fallback: str) -> str:
+    return read_failure_file(ml_root) or output_tail(stderr_fd) or fallback
+
+
+def conclude(status: int, stop: Stop | None, ml_root: str, stderr_fd: int) -> Ending:
+    """The ending of a trainer that exited with wait status `status`."""
+    exit_code, signum = exit_code_and_signal(status)
+    how = describe_status(status)
+    if stop is not None:
+        if stop.forced and signum is not None:
+            how = f"{how} when the {round(stop.grace, 1):g} s grace ran out"
+        if stop.cause == "feeder":  # the reason is the feeder's, filled in by the caller
+            return Ending("feeder_failed", exit_code, signum)
+        if stop.cause == "time_limit":
+            return Ending(
+                "timed_out", exit_code, signum, f"time limit reached: {how}", "time_limit"
+            )
+        if stop.cause == "shutdown":
+            return Ending("interrupted", exit_code, signum, f"{INTERRUPTED}: {how}", "shutdown")
+        return Ending("stopped", exit_code, signum, f"stopped on request: {how}", "user")
+    if exit_code == 0:
+        return Ending("exited", 0)
+    if signum is None:
+        return Ending("exited", exit_code, None, explain(ml_root, stderr_fd, how))
+    if signum == signal.SIGKILL:  # which nobody in trainq sent: the kernel's OOM killer, mostly
+        said = read_failure_file(ml_root) or output_tail(stderr_fd)
+        reason = OOM_HINT if said is None else f"{OOM_HINT}\n{said}"
+        return Ending("signaled", None, signum, reason)
+    return Ending("signaled", None, signum, explain(ml_root, stderr_fd, how))

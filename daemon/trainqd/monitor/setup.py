@@ -1,0 +1,135 @@
+"""Everything a monitor does before its trainer runs, in the order that keeps it safe.
+
+subprocess runtime (the monitor becomes the owner; all the job's processes are theirs):
+    subreaper -> read-only view (root only) -> owner's credentials, for good
+    -> ml root -> [feeder] -> stdout/stderr -> cwd -> trainer
+container runtime (the monitor stays root: the engine needs it):
+    ml root, in a child running as the owner -> [feeder, as the owner]
+    -> stdout/stderr, chowned to the owner -> engine client
+
+Everything the monitor will run after it drops its privileges is imported before: the owner
+need not be able to read the Python installation trainqd runs from.
+
+A container job's monitor is no subreaper: podman's conmon double-forks away from the
+client and must outlive it to collect the container's exit; the engine, not the monitor,
+owns the container's processes, and `ENGINE rm -f` ends whatever is left of them.
+
+Whatever prevents the start becomes StartFailed with a one-line reason for the record.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from trainqd.monitor import children, libc
+from trainqd.monitor.log import log
+from trainqd.monitor.mlroot import prepare_ml_root
+from trainqd.monitor.privileges import ViewUnavailable, drop_to, is_root, make_readonly_view
+from trainqd.monitor.process import spawn
+from trainqd.monitor.records import STDERR, STDOUT, Launch
+
+
+class StartFailed(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Prepared:
+    """A monitor ready to start its trainer: the owner's side is set up."""
+
+    def __init__(self, launch: Launch, children_drop: bool) -> None:
+        self.launch = launch
+        # Whether forked children must drop to the owner themselves (a root monitor).
+        self.children_drop = children_drop
+        self.stdout_fd = -1
+        self.stderr_fd = -1
+
+    def start_feeder(self) -> children.Feeder:
+        owner = self.launch.owner if self.children_drop else None
+        return children.start_feeder(self.launch, owner)
+
+    def start_trainer(self) -> int:
+        """Open the output files and start the trainer in a process group of its own."""
+        launch = self.launch
+        self.stdout_fd = _open_output(launch, STDOUT, os.O_WRONLY)
+        # Readable too: the record's reason may be the tail of what the trainer wrote.
+        self.stderr_fd = _open_output(launch, STDERR, os.O_RDWR)
+        program = launch.argv[0] if launch.argv else ""
+        try:
+            os.chdir(launch.cwd)
+        except OSError as exc:
+            raise StartFailed(
+                f"cannot start {program!r}: working directory {launch.cwd}: {exc.strerror}"
+            ) from None
+        try:
+            return spawn(
+                launch.argv,
+                launch.env,
+                stdout=self.stdout_fd,
+                stderr=self.stderr_fd,
+                own_group=True,
+            )
+        except OSError as exc:
+            raise StartFailed(f"cannot start {program!r}: {exc.strerror}") from None
+        except ValueError as exc:  # a NUL or "=" where the kernel cannot take one
+            raise StartFailed(f"cannot start {program!r}: {exc}") from None
+
+
+def prepare(launch: Launch) -> Prepared:
+    if launch.runtime == "container":
+        if launch.container is None:
+            raise StartFailed("a container launch that names no engine")
+        return _prepare_container(launch)
+    return _prepare_subprocess(launch)
+
+
+def _prepare_subprocess(launch: Launch) -> Prepared:
+    try:
+        libc.set_child_subreaper()
+    except OSError as exc:  # never seen on Linux >= 3.4; orphans would then escape to init
+        log(f"warning: not a subreaper ({exc.strerror}): orphans cannot be followed")
+    if launch.readonly_paths:
+        try:
+            for problem in make_readonly_view(launch.readonly_paths):
+                log(f"warning: {problem}")
+        except ViewUnavailable as exc:
+            log(f"warning: {exc}")
+    if launch.pipe_channels:
+        children.load_feeder()
+    owner = launch.owner
+    try:
+        drop_to(owner.uid, owner.gid, owner.groups)
+    except OSError as exc:
+        raise StartFailed(f"cannot run as user {owner.user}: {exc}") from None
+    try:
+        prepare_ml_root(launch)
+    except Exception as exc:
+        raise StartFailed(f"cannot prepare the ml root: {exc}") from None
+    return Prepared(launch, children_drop=False)
+
+
+def _prepare_container(launch: Launch) -> Prepared:
+    said = children.prepare_as_owner(launch, launch.owner)
+    if said is not None:
+        raise StartFailed(f"cannot prepare the ml root: {said}")
+    return Prepared(launch, children_drop=is_root())
+
+
+def _open_output(launch: Launch, name: str, access: int) -> int:
+    path = os.path.join(launch.attempt_dir, name)
+    flags = access | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o640)
+    except OSError as exc:
+        raise StartFailed(f"cannot create {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StartFailed(f"cannot use {path}: not a regular file")
+    # O_NONBLOCK only kept a planted FIFO from blocking the open; the trainer gets a plain
+    # descriptor.
+    os.set_blocking(fd, True)
+    if is_root():
+        os.fchown(fd, launch.owner.uid, launch.owner.gid)
+    return fd

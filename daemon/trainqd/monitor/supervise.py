@@ -1,0 +1,449 @@
+"""One attempt from start to exit record: the monitor's main line.
+
+    set up (subreaper, read-only view, owner's credentials, ml root, feeder, output files)
+    start the trainer (its own process group; a container job's trainer is the engine client)
+    watch: the trainer's pidfd, signals (through a wakeup pipe) and timers in one selector
+        SIGTERM  -> the stop request in the stop file (grace, user or time limit)
+        deadline -> the same stop, as the time limit
+        feeder fails -> the same stop, as the feeder's failure
+        grace over   -> SIGKILL to the group and every descendant (container: the engine's
+                        own stop, then `ENGINE kill`, then the client)
+    end: kill what is left of the tree, write exit.json, remove the container
+
+Nothing here may end the monitor while a trainer runs: `run` turns any internal error into
+a killed tree and a record that says what failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import select
+import signal
+import time
+from typing import TYPE_CHECKING
+
+from trainqd.monitor import container, handover, procfs
+from trainqd.monitor.children import Feeder, poll_report, read_report
+from trainqd.monitor.log import log, log_exception
+from trainqd.monitor.outcome import Ending, Stop, conclude, output_tail
+from trainqd.monitor.process import describe_status, spawn
+from trainqd.monitor.records import (
+    EXIT_RECORD,
+    MONITOR_INFO,
+    ExitRecord,
+    Launch,
+    MonitorInfo,
+    read_json,
+    write_record,
+)
+from trainqd.monitor.setup import Prepared, StartFailed, prepare
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from trainqd.monitor.outcome import StopCause
+
+# After the trainer's end, what is left of its tree gets SIGTERM and this long to go
+# before SIGKILL; then this long to vanish (a process in uninterruptible sleep, e.g. a GPU
+# context being torn down, may take a while) before the record is written regardless.
+LEFTOVER_GRACE = 2.0
+KILL_WAIT = 30.0
+# Wall-clock timers are re-read at least this often, so a clock step cannot postpone the
+# time limit for long.
+WALL_CLOCK_RECHECK = 60.0
+
+
+class Supervisor:
+    """The monitor of one attempt; `run` is all there is to call."""
+
+    def __init__(self, launch: Launch) -> None:
+        self.launch = launch
+        self.me = os.getpid()
+        self.engine = launch.container if launch.runtime == "container" else None
+        self.prepared: Prepared | None = None
+        self.feeder: Feeder | None = None
+        self.feeder_reason: str | None = None
+        self.trainer_pid: int | None = None
+        self.started_at: float | None = None
+        self.status: int | None = None
+        self.ended_at: float | None = None
+        self.stop: Stop | None = None
+        self.stop_began = 0.0
+        self.kill_at: float | None = None  # monotonic; subprocess: SIGKILL the tree then
+        self.engine_kill_at: float | None = None  # container: `ENGINE kill` then
+        self.client_kill_at: float | None = None  # container: SIGKILL the client then
+        self.helpers: dict[int, str] = {}
+        self.stop_signals = 0
+        self.wake_fd = -1
+        self.selector: select.epoll | None = None
+
+    # -- the whole attempt -------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run the attempt; 0 once its exit record is written, 1 after an internal error."""
+        status = 0
+        try:
+            ending = self._attempt()
+        except BaseException as exc:  # never leave a trainer unsupervised
+            log("monitor error")
+            log_exception(exc)
+            self._kill_everything()
+            # "lost", as when a monitor vanishes: the attempt did not fail on its own.
+            ending = Ending("lost", reason=f"monitor error: {type(exc).__name__}: {exc}")
+            status = 1
+        try:
+            self._record(ending)
+        except Exception as exc:
+            log(f"cannot write the exit record: {exc}")
+            status = 1
+        # trainqd learns of the end when this process exits: the container's removal must
+        # not hold that back, so a child of its own does it (the name is this attempt's
+        # alone, so nothing waits on it).
+        if self.engine is not None and os.fork() == 0:
+            try:
+                os.setsid()
+                failed = container.remove(self.engine, self.launch.env)
+                if failed:
+                    log(failed)
+            finally:
+                os._exit(0)
+        return status
+
+    def _attempt(self) -> Ending:
+        self._catch_signals()
+        try:
+            self.prepared = prepare(self.launch)
+            if self.launch.pipe_channels:
+                self.feeder = self.prepared.start_feeder()
+            early = self._stopped_before_start()
+            if early is not None:
+                self._end_tree()
+                return early
+            self.trainer_pid = self.prepared.start_trainer()
+        except StartFailed as exc:
+            log(exc.reason)
+            self._end_tree()
+            return Ending("start_failed", reason=exc.reason)
+        finally:
+            handover.announce_started()
+        self.started_at = time.time()
+        pidfd = os.pidfd_open(self.trainer_pid)
+        log(f"trainer started: pid {self.trainer_pid}")
+        self._write_monitor_info()
+        self._watch(pidfd)
+        os.close(pidfd)
+        assert self.status is not None
+        log(f"trainer {describe_status(self.status)}")
+        self._end_tree()
+        return self._conclude(self.status)
+
+    # -- signals and the loop ----------------------------------------------------------
+
+    def _catch_signals(self) -> None:
+        read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake_fd = read_fd
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, self._on_stop_signal)
+        signal.signal(signal.SIGCHLD, _wake_only)
+        # The monitor has a session of its own; a terminal's ^C or hangup is not for jobs.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        # spawn.start_monitor starts us with these blocked, so none was lost before now.
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+    def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_signals += 1
+
+    def _watch(self, pidfd: int) -> None:
+        with select.epoll() as selector:
+            self.selector = selector
+            selector.register(self.wake_fd, select.EPOLLIN)
+            selector.register(pidfd, select.EPOLLIN)
+            if self.feeder is not None:
+                selector.register(self.feeder.report_fd, select.EPOLLIN)
+            while True:
+                self._reap()
+                # Before the trainer's end: a trainer that ended after its feeder failed
+                # ended because of it.
+                self._check_feeder()
+                if self.status is not None:
+                    return
+                if self.stop_signals:
+                    self.stop_signals = 0
+                    self._stop_requested()
+                self._check_timers()
+                timeout = self._next_timeout()
+                selector.poll(-1 if timeout is None else timeout)
+                _drain(self.wake_fd)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.trainer_pid:
+                self.status, self.ended_at = status, time.time()
+            elif self.feeder is not None and pid == self.feeder.pid:
+                self.feeder.status = status
+            elif pid in self.helpers:
+                what = self.helpers.pop(pid)
+                if status != 0:
+                    log(f"{what} {describe_status(status)}")
+
+    def _next_timeout(self) -> float | None:
+        now = time.monotonic()
+        times = [t - now for t in (self.kill_at, self.engine_kill_at, self.client_kill_at) if t]
+        if self.launch.deadline is not None and self.stop is None:
+            times.append(min(self.launch.deadline - time.time(), WALL_CLOCK_RECHECK))
+        return max(0.0, min(times)) if times else None
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def _read_stop_request(self) -> tuple[float, StopCause]:
+        """The stop file's grace and reason. trainqd writes it before each SIGTERM, so a
+        SIGTERM without one came from elsewhere, in practice the host shutting down: the
+        launch's grace, and "shutdown" (the attempt is interrupted, not stopped)."""
+        grace: float = self.launch.stop_grace_seconds
+        try:
+            raw = read_json(self.launch.stop_file)
+        except (OSError, ValueError):
+            raw = None
+        if not isinstance(raw, dict):
+            return grace, "shutdown"
+        asked = _seconds(raw.get("grace_seconds"))
+        cause: StopCause = "time_limit" if raw.get("reason") == "time_limit" else "user"
+        return (grace if asked is None else asked), cause
+
+    def _stop_requested(self) -> None:
+        grace, cause = self._read_stop_request()
+        self._begin_stop(cause, grace)
+
+    def _begin_stop(self, cause: StopCause, grace: float) -> None:
+        """Stop the trainer within `grace` seconds; a later, shorter request shortens the
+        grace left, a longer one never lengthens it. The first cause is the one recorded."""
+        now = time.monotonic()
+        if self.stop is None:
+            log(f"stopping ({cause}), grace {grace:g} s")
+            self.stop, self.stop_began = Stop(cause, grace), now
+        elif self.kill_at is not None and now + grace < self.kill_at:
+            log(f"grace shortened to {grace:g} s")
+            self.stop = Stop(self.stop.cause, now + grace - self.stop_began)
+        else:
+            return
+        self.kill_at = now + grace
+        if self.engine is None:
+            assert self.trainer_pid is not None
+            if grace > 0:
+                _signal_group(self.trainer_pid, signal.SIGTERM)
+        else:
+            self._helper(container.stop_argv(self.engine, grace), "engine stop")
+            self.engine_kill_at = self.kill_at + container.BACKSTOP_SECONDS
+
+    def _check_timers(self) -> None:
+        now = time.monotonic()
+        deadline = self.launch.deadline
+        if deadline is not None and self.stop is None and time.time() >= deadline:
+            self._begin_stop("time_limit", self.launch.stop_grace_seconds)
+        if self.engine is None:
+            if self.kill_at is not None and now >= self.kill_at:
+                self.kill_at = None
+                self._force()
+            return
+        if self.engine_kill_at is not None and now >= self.engine_kill_at:
+            log("the engine did not stop the container in time: killing it")
+            self.engine_kill_at = None
+            self._helper(container.kill_argv(self.engine), "engine kill")
+            self.client_kill_at = now + container.BACKSTOP_SECONDS
+        if self.client_kill_at is not None and now >= self.client_kill_at:
+            self.client_kill_at = None
+            self._force()
+
+    def _force(self) -> None:
+        assert self.stop is not None
+        assert self.trainer_pid is not None
+        log("grace over: SIGKILL to the trainer's tree")
+        self.stop = Stop(self.stop.cause, self.stop.grace, forced=True)
+        # The trainer is not reaped before the loop ends, so its group number is still its.
+        _signal_group(self.trainer_pid, signal.SIGKILL)
+        if self.engine is None:
+            # Orphans of the trainer are the monitor's children now (subreaper). The feeder
+            # is spared: it ends after the trainer, with SIGTERM, removing its FIFOs.
+            spared = () if self.feeder is None else (self.feeder.pid,)
+            pidfds = procfs.signal_tree(self.me, signal.SIGKILL, exclude=spared)
+        else:
+            pidfds = procfs.signal_tree(self.trainer_pid, signal.SIGKILL)
+        for pidfd in pidfds:
+            os.close(pidfd)
+
+    def _check_feeder(self) -> None:
+        """A failure as soon as the feeder reports it: it stays alive after its report,
+        holding the failed epoch's FIFO open, so the reader never sees a clean end."""
+        feeder = self.feeder
+        if feeder is None or feeder.handled:
+            return
+        if feeder.status is None:
+            ended, said = poll_report(feeder.report_fd)
+            if ended and self.selector is not None:
+                # Nothing to say and about to exit: wait for its status instead of a pipe
+                # that would stay readable.
+                with contextlib.suppress(OSError):
+                    self.selector.unregister(feeder.report_fd)
+            if said is None:
+                return
+            os.close(feeder.report_fd)
+        else:
+            said = read_report(feeder.report_fd)
+            if feeder.status == 0 and said is None:
+                feeder.handled = True
+                log("feeder done: every channel offered all its epochs")
+                return
+        feeder.handled = True
+        self.feeder_reason = said or f"the feeder {describe_status(feeder.status or 0)}"
+        log(f"feeder failed: {self.feeder_reason}")
+        self._begin_stop("feeder", self.launch.stop_grace_seconds)
+
+    def _helper(self, argv: list[str], what: str) -> None:
+        """Run an engine command beside the loop, never waiting for it."""
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                pid = spawn(argv, self.launch.env, stdout=devnull, stderr=2, own_group=True)
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError) as exc:
+            log(f"cannot run {what}: {exc}")
+            return
+        self.helpers[pid] = what
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _stopped_before_start(self) -> Ending | None:
+        """A stop or a time limit that came before the trainer could start."""
+        # trainqd writes the stop file before it signals, so the file alone also counts: a
+        # spare monitor drops signals that came before its launch.
+        if self.stop_signals or os.path.exists(self.launch.stop_file):
+            self.stop_signals = 0
+            _, reason = self._read_stop_request()
+            return _not_started(reason)
+        deadline = self.launch.deadline
+        if deadline is not None and time.time() >= deadline:
+            return _not_started("time_limit")
+        return None
+
+    def _end_tree(self) -> None:
+        """No process of the job outlives it: SIGTERM, a short wait, SIGKILL."""
+        if not _has_children():
+            # As subreaper the monitor is the ancestor of all that is left of the job: with
+            # no child at all there is nothing to look for (and a scan of /proc costs ms).
+            return
+        groups = () if self.trainer_pid is None else (self.trainer_pid,)
+        survivors = procfs.kill_tree(
+            self.me, term_wait=LEFTOVER_GRACE, kill_wait=KILL_WAIT, pgids=groups
+        )
+        self._reap()
+        if survivors:
+            log(f"processes that would not die: {survivors}")
+
+    def _kill_everything(self) -> None:
+        try:
+            groups = () if self.trainer_pid is None else (self.trainer_pid,)
+            procfs.kill_tree(self.me, term_wait=0, kill_wait=KILL_WAIT, pgids=groups)
+            self._reap()
+        except BaseException as exc:
+            log(f"cannot clean up: {exc}")
+
+    def _conclude(self, status: int) -> Ending:
+        assert self.prepared is not None
+        ml_root, stderr_fd = self.launch.ml_root, self.prepared.stderr_fd
+        ending = conclude(status, self.stop, ml_root, stderr_fd)
+        if ending.outcome == "feeder_failed":
+            return Ending(ending.outcome, ending.exit_code, ending.signal, self.feeder_reason)
+        code = ending.exit_code
+        if self.engine is not None and self.stop is None and code in container.INSPECTED_STATUSES:
+            assert code is not None
+            state = container.inspect(self.engine, self.launch.env)
+            settled = container.settle(self.engine.engine, code, state, output_tail(stderr_fd))
+            if settled is not None:
+                return settled
+        return ending
+
+    def _write_monitor_info(self) -> None:
+        info = MonitorInfo(
+            monitor_pid=self.me,
+            monitor_start=procfs.start_ticks(self.me) or 0,
+            boot_id=procfs.boot_id(),
+            trainer_pid=self.trainer_pid,
+            trainer_pgid=self.trainer_pid,
+        )
+        try:
+            write_record(os.path.join(self.launch.attempt_dir, MONITOR_INFO), info)
+        except OSError as exc:  # only a later trainqd needs it: the job goes on
+            log(f"warning: cannot write {MONITOR_INFO}: {exc}")
+
+    def _record(self, ending: Ending) -> None:
+        record = ExitRecord(
+            job_id=self.launch.job_id,
+            attempt=self.launch.attempt,
+            outcome=ending.outcome,
+            started_at=self.started_at,
+            ended_at=self.ended_at or time.time(),
+            exit_code=ending.exit_code,
+            signal=ending.signal,
+            reason=ending.reason,
+            stop_reason=ending.stop_reason,
+        )
+        write_record(os.path.join(self.launch.attempt_dir, EXIT_RECORD), record)
+        log(f"exit record: {ending.outcome}")
+
+
+def _seconds(value: object) -> float | None:
+    """`value` if it is a usable number of seconds (what a stop file may say), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _not_started(reason: str) -> Ending:
+    if reason == "time_limit":
+        return Ending(
+            "timed_out",
+            reason="time limit reached before the trainer started",
+            stop_reason="time_limit",
+        )
+    if reason == "shutdown":
+        return Ending(
+            "interrupted", reason="interrupted before the trainer started", stop_reason="shutdown"
+        )
+    return Ending("stopped", reason="stopped before the trainer started", stop_reason="user")
+
+
+def _has_children() -> bool:
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _wake_only(signum: int, frame: FrameType | None) -> None:
+    """A handler that does nothing: its signal only has to wake the selector."""
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 512):
+            pass
+
+
+def run(launch: Launch) -> int:
+    return Supervisor(launch).run()

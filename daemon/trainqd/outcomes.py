@@ -1,0 +1,104 @@
+"""What an ended attempt means for its job: a pure function of the job, its history and the
+exit record (or its absence). The store applies the result in one transaction.
+
+    exit 0                          -> COMPLETED (also when it finished during a stop's grace)
+    stopped / timed out             -> STOPPED, stop_reason says who or what
+    transient failure, retries left -> PENDING again, after the policy's backoff
+    monitor lost, or host shut down -> PENDING again at once (the host's doing, not the job's)
+    anything else                   -> FAILED, failure_reason from the attempt
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainq.states import JobState
+from trainqd.monitor.records import REASON_CHARS, ExitRecord
+from trainqd.retry import Decision, Ended, RetryPolicy, signal_name
+from trainqd.store import AttemptRow, JobRow
+
+LOST_REASON = "its monitor vanished without an exit record (host restart or killed monitor)"
+
+
+@dataclass(frozen=True)
+class Settlement:
+    target: JobState
+    outcome: str
+    exit_code: int | None
+    signal: int | None
+    reason: str | None
+    started_at: float | None
+    ended_at: float
+    retried: bool
+    event_reason: str
+    job_fields: dict[str, Any] = field(default_factory=dict)
+
+
+def describe(ended: Ended) -> str:
+    """A failure in words when the trainer left none."""
+    if ended.outcome == "signaled" and ended.signal is not None:
+        return f"killed by {signal_name(ended.signal)}"
+    if ended.outcome == "exited":
+        return f"exited with status {ended.exit_code}"
+    return ended.outcome.replace("_", " ")
+
+
+def time_limit_reason(job: JobRow) -> str:
+    return f"time limit of {job.spec.max_runtime_seconds} s reached"
+
+
+def settle(
+    job: JobRow,
+    history: list[AttemptRow],
+    record: ExitRecord | None,
+    now: float,
+    policy: RetryPolicy | None = None,
+) -> Settlement:
+    """`history`: the job's attempts before the one that ended."""
+    policy = policy or RetryPolicy.for_spec(job.spec)
+    if record is None:
+        ended = Ended("lost", reason=LOST_REASON)
+        started_at, ended_at = None, now
+    else:
+        ended = Ended(record.outcome, record.exit_code, record.signal, record.reason)
+        started_at, ended_at = record.started_at, record.ended_at
+    reason = (ended.reason or "")[:REASON_CHARS] or None
+
+    def done(target: JobState, event: str, retried: bool = False, **fields: Any) -> Settlement:
+        if target in (JobState.COMPLETED, JobState.FAILED, JobState.STOPPED):
+            fields.setdefault("ended_at", now)
+        return Settlement(
+            target,
+            ended.outcome,
+            ended.exit_code,
+            ended.signal,
+            reason,
+            started_at,
+            ended_at,
+            retried,
+            event,
+            fields,
+        )
+
+    if ended.outcome == "exited" and ended.exit_code == 0:
+        return done(JobState.COMPLETED, "completed")
+    if ended.outcome == "timed_out":
+        return done(JobState.STOPPED, "time limit", stop_reason=time_limit_reason(job))
+    if job.state == JobState.STOPPING or ended.outcome == "stopped":
+        # However the trainer ended once asked to stop, the job was stopped.
+        return done(JobState.STOPPED, "stopped", stop_reason=job.stop_reason or "stopped")
+
+    past = [
+        Ended(a.outcome or "lost", a.exit_code, a.signal, a.reason)
+        for a in history
+        if a.ended_at is not None
+    ]
+    decision: Decision = policy.decide(ended, past)
+    failure = reason or describe(ended)
+    if decision.retry:
+        fields: dict[str, Any] = {"not_before": now + decision.delay}
+        if not decision.counts:
+            fields["lost_count"] = job.lost_count + 1
+        return done(JobState.PENDING, f"retry: {decision.why}", retried=True, **fields)
+    return done(JobState.FAILED, "failed", failure_reason=failure)

@@ -1,0 +1,496 @@
+"""The SQLite store of jobs, attempts and events (DESIGN §3, §7).
+
+One connection, used only from the event loop's thread: statements are short, and a commit
+is one fsync of the WAL (~0.25 ms here), which is what "on disk before it is acknowledged"
+costs. This daemon is the database's only writer (the state dir's lock), so the jobs that
+have not ended are also kept in memory, refreshed after every write: planning on every
+event reads the whole queue, and re-reading and re-parsing a queue of thousands from SQLite
+each time would cost tens of milliseconds. A spec never changes once submitted, so each is
+parsed once. Every state change is a guarded update (`... WHERE state IN (sources)`) written in
+the same transaction as its event row, so the table in trainq.states is enforced by the
+database as well as by the code, and the event stream can never miss or invent a change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainq.errors import NotFound
+from trainq.spec import JobSpec
+from trainq.states import UNFINISHED, JobState, TransitionError, check_transition, sources_of
+from trainqd.schema import SCHEMA, SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class Owner:
+    uid: int
+    gid: int
+    user: str
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    name: str | None
+    state: JobState
+    priority: int
+    owner: Owner
+    spec: JobSpec
+    gpus: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    created_at: float
+    started_at: float | None
+    ended_at: float | None
+    failure_reason: str | None
+    stop_reason: str | None
+    not_before: float | None
+    runtime_used: float
+    attempt_count: int
+    lost_count: int
+
+    @property
+    def display_name(self) -> str:
+        return self.name or f"job-{self.id}"
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    job_id: int
+    number: int
+    gpus: tuple[int, ...]
+    started_at: float
+    ended_at: float | None
+    exit_code: int | None
+    signal: int | None
+    outcome: str | None
+    reason: str | None
+    retried: bool
+    monitor_pid: int | None
+    monitor_start: int | None
+    boot_id: str | None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    time: float
+    job_id: int
+    from_state: JobState | None
+    to_state: JobState
+    reason: str | None
+
+
+_JOB_COLUMNS = (
+    "id, name, state, priority, owner_uid, owner_gid, owner_user, spec, gpus, gpu_uuids,"
+    " created_at, started_at, ended_at, failure_reason, stop_reason, not_before,"
+    " runtime_used, attempt_count, lost_count"
+)
+_ATTEMPT_COLUMNS = (
+    "job_id, number, gpus, started_at, ended_at, exit_code, signal, outcome, reason, retried,"
+    " monitor_pid, monitor_start, boot_id"
+)
+
+
+def _job(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
+    return JobRow(
+        id=row[0],
+        name=row[1],
+        state=JobState(row[2]),
+        priority=row[3],
+        owner=Owner(uid=row[4], gid=row[5], user=row[6]),
+        spec=JobSpec.model_validate_json(row[7]) if spec is None else spec,
+        gpus=tuple(json.loads(row[8])),
+        gpu_uuids=tuple(json.loads(row[9])),
+        created_at=row[10],
+        started_at=row[11],
+        ended_at=row[12],
+        failure_reason=row[13],
+        stop_reason=row[14],
+        not_before=row[15],
+        runtime_used=row[16],
+        attempt_count=row[17],
+        lost_count=row[18],
+    )
+
+
+def _attempt(row: sqlite3.Row) -> AttemptRow:
+    return AttemptRow(
+        job_id=row[0],
+        number=row[1],
+        gpus=tuple(json.loads(row[2])),
+        started_at=row[3],
+        ended_at=row[4],
+        exit_code=row[5],
+        signal=row[6],
+        outcome=row[7],
+        reason=row[8],
+        retried=bool(row[9]),
+        monitor_pid=row[10],
+        monitor_start=row[11],
+        boot_id=row[12],
+    )
+
+
+def _event(row: sqlite3.Row) -> EventRow:
+    return EventRow(
+        id=row[0],
+        time=row[1],
+        job_id=row[2],
+        from_state=None if row[3] is None else JobState(row[3]),
+        to_state=JobState(row[4]),
+        reason=row[5],
+    )
+
+
+class StoreError(Exception):
+    """The database cannot be used (corrupt, newer schema, unwritable)."""
+
+
+class Store:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._db = conn
+        self._unfinished: dict[int, JobRow] = {}
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        try:
+            # SQLite gives its -wal and -shm files the database file's mode.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            os.chmod(path, 0o600)
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=5000")
+            store = cls(conn)
+            store._migrate()
+            store._load_unfinished()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"{path}: {exc.strerror}") from None
+        return store
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _migrate(self) -> None:
+        with self._tx():
+            have = self._db.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone()
+            if have is None:
+                for statement in SCHEMA:
+                    self._db.execute(statement)
+                self._db.execute(
+                    "INSERT INTO meta(key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+                return
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the state database has schema {version}, newer than this trainqd "
+                    f"({SCHEMA_VERSION}); run the newer trainqd"
+                )
+
+    @property
+    def instance(self) -> str:
+        """This state's own name, made once: what tells its containers from another trainqd's
+        on the same engine (two daemons both have a job 1)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()
+        if row is not None:
+            return str(row[0])
+        made = os.urandom(4).hex()
+        with self._tx():
+            self._db.execute("INSERT INTO meta(key, value) VALUES ('instance', ?)", (made,))
+        return made
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -- the jobs not yet ended, in memory ------------------------------------------------
+
+    def _load_unfinished(self) -> None:
+        marks = ",".join("?" * len(UNFINISHED))
+        for row in self._db.execute(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state IN ({marks})",
+            [str(s) for s in UNFINISHED],
+        ):
+            job = _job(row)
+            self._unfinished[job.id] = job
+
+    def _refresh(self, job_id: int, spec: JobSpec | None = None) -> JobRow:
+        """The job's row after a write, kept in memory while it has not ended."""
+        row = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        known = self._unfinished.get(job_id)
+        job = _job(row, spec if known is None else known.spec)
+        if job.state in UNFINISHED:
+            self._unfinished[job_id] = job
+        else:
+            self._unfinished.pop(job_id, None)
+        return job
+
+    def has(self, state: JobState) -> bool:
+        return any(job.state == state for job in self._unfinished.values())
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, job_id: int) -> JobRow:
+        known = self._unfinished.get(job_id)
+        if known is not None:
+            return known
+        row = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        return _job(row)
+
+    def jobs(
+        self,
+        states: Sequence[JobState] | None = None,
+        owner_uid: int | None = None,
+        limit: int | None = None,
+    ) -> list[JobRow]:
+        if states is not None and set(states) <= UNFINISHED and limit is None:
+            return [
+                job
+                for job_id, job in sorted(self._unfinished.items())
+                if job.state in states and (owner_uid is None or job.owner.uid == owner_uid)
+            ]
+        where: list[str] = []
+        args: list[Any] = []
+        if states is not None:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(str(s) for s in states)
+        if owner_uid is not None:
+            where.append("owner_uid=?")
+            args.append(owner_uid)
+        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC" if limit else " ORDER BY id"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        rows = [_job(r) for r in self._db.execute(sql, args)]
+        return sorted(rows, key=lambda j: j.id) if limit else rows
+
+    def attempts(self, job_ids: Sequence[int]) -> dict[int, list[AttemptRow]]:
+        out: dict[int, list[AttemptRow]] = {j: [] for j in job_ids}
+        if not job_ids:
+            return out
+        marks = ",".join("?" * len(job_ids))
+        for row in self._db.execute(
+            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE job_id IN ({marks})"
+            " ORDER BY job_id, number",
+            list(job_ids),
+        ):
+            out[row[0]].append(_attempt(row))
+        return out
+
+    def attempt(self, job_id: int, number: int) -> AttemptRow | None:
+        row = self._db.execute(
+            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE job_id=? AND number=?",
+            (job_id, number),
+        ).fetchone()
+        return None if row is None else _attempt(row)
+
+    def events_since(
+        self, since: int, job_id: int | None = None, limit: int = 1000
+    ) -> list[EventRow]:
+        if job_id is None:
+            cur = self._db.execute(
+                "SELECT id, time, job_id, from_state, to_state, reason FROM events"
+                " WHERE id>? ORDER BY id LIMIT ?",
+                (since, limit),
+            )
+        else:
+            cur = self._db.execute(
+                "SELECT id, time, job_id, from_state, to_state, reason FROM events"
+                " WHERE job_id=? AND id>? ORDER BY id LIMIT ?",
+                (job_id, since, limit),
+            )
+        return [_event(r) for r in cur]
+
+    def counts(self) -> dict[str, int]:
+        counts = {str(s): 0 for s in JobState}
+        counts.update(self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state"))
+        return counts
+
+    # -- writes --------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, owner: Owner, now: float) -> JobRow:
+        """Insert a PENDING job; durable when this returns."""
+        with self._tx():
+            cur = self._db.execute(
+                "INSERT INTO jobs(name, state, priority, owner_uid, owner_gid, owner_user, spec,"
+                " created_at) VALUES (?,?,?,?,?,?,?,?)",
+                (
+                    spec.name,
+                    JobState.PENDING,
+                    spec.priority,
+                    owner.uid,
+                    owner.gid,
+                    owner.user,
+                    spec.model_dump_json(),
+                    now,
+                ),
+            )
+            job_id = cur.lastrowid
+            assert job_id is not None
+            self._event(job_id, now, None, JobState.PENDING, "submitted")
+        return self._refresh(job_id, spec)
+
+    def transition(
+        self,
+        job_id: int,
+        target: JobState,
+        now: float,
+        reason: str | None = None,
+        **fields: Any,
+    ) -> JobRow:
+        """Move a job to `target` if the lifecycle allows it from its current state."""
+        with self._tx():
+            self._guarded(job_id, target, now, reason, fields)
+        return self._refresh(job_id)
+
+    def begin_attempt(
+        self, job_id: int, gpus: Sequence[int], uuids: Sequence[str], now: float
+    ) -> tuple[JobRow, int]:
+        """PENDING -> RUNNING with a new attempt row holding the assignment."""
+        with self._tx():
+            number = self._db.execute(
+                "SELECT attempt_count + 1 FROM jobs WHERE id=?", (job_id,)
+            ).fetchone()[0]
+            self._guarded(
+                job_id,
+                JobState.RUNNING,
+                now,
+                f"attempt {number}",
+                {
+                    "gpus": json.dumps(list(gpus)),
+                    "gpu_uuids": json.dumps(list(uuids)),
+                    "attempt_count": number,
+                    "not_before": None,
+                    "started_at": ("COALESCE(started_at, ?)", now),
+                },
+            )
+            self._db.execute(
+                "INSERT INTO attempts(job_id, number, gpus, started_at) VALUES (?,?,?,?)",
+                (job_id, number, json.dumps(list(gpus)), now),
+            )
+        return self._refresh(job_id), number
+
+    def record_monitor(
+        self, job_id: int, number: int, pid: int, start: int | None, boot_id: str
+    ) -> None:
+        with self._tx():
+            self._db.execute(
+                "UPDATE attempts SET monitor_pid=?, monitor_start=?, boot_id=?"
+                " WHERE job_id=? AND number=?",
+                (pid, start, boot_id, job_id, number),
+            )
+
+    def end_attempt(
+        self,
+        job_id: int,
+        number: int,
+        target: JobState,
+        now: float,
+        *,
+        attempt_started: float | None,
+        attempt_ended: float,
+        exit_code: int | None,
+        signal: int | None,
+        outcome: str,
+        reason: str | None,
+        retried: bool,
+        event_reason: str | None,
+        **job_fields: Any,
+    ) -> JobRow:
+        """Close an attempt and move its job on, in one transaction."""
+        with self._tx():
+            attempt = self.attempt(job_id, number)
+            if attempt is None or attempt.ended_at is not None:
+                raise TransitionError(self.get(job_id).state, target)
+            begun = attempt_started if attempt_started is not None else attempt.started_at
+            self._db.execute(
+                "UPDATE attempts SET ended_at=?, exit_code=?, signal=?, outcome=?, reason=?,"
+                " retried=?, started_at=? WHERE job_id=? AND number=?",
+                (
+                    attempt_ended,
+                    exit_code,
+                    signal,
+                    outcome,
+                    reason,
+                    int(retried),
+                    begun,
+                    job_id,
+                    number,
+                ),
+            )
+            used = max(0.0, attempt_ended - begun)
+            job_fields["runtime_used"] = ("runtime_used + ?", used)
+            self._guarded(job_id, target, now, event_reason, job_fields)
+        return self._refresh(job_id)
+
+    def _guarded(
+        self,
+        job_id: int,
+        target: JobState,
+        now: float,
+        reason: str | None,
+        fields: dict[str, Any],
+    ) -> None:
+        sets = ["state=?"]
+        args: list[Any] = [str(target)]
+        for column, value in fields.items():
+            if isinstance(value, tuple):  # an SQL expression with its parameter
+                sets.append(f"{column}={value[0]}")
+                args.append(value[1])
+            else:
+                sets.append(f"{column}=?")
+                args.append(value)
+        sources = sorted(str(s) for s in sources_of(target))
+        before = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if before is None:
+            raise NotFound(f"no job {job_id}")
+        cur = self._db.execute(
+            f"UPDATE jobs SET {', '.join(sets)} WHERE id=? AND state IN"
+            f" ({','.join('?' * len(sources))})",
+            [*args, job_id, *sources],
+        )
+        if cur.rowcount != 1:
+            current = JobState(before[0])
+            check_transition(current, target)  # raises with the real reason
+            raise TransitionError(current, target)
+        self._event(job_id, now, JobState(before[0]), target, reason)
+
+    def _event(
+        self,
+        job_id: int,
+        now: float,
+        from_state: JobState | None,
+        to_state: JobState,
+        reason: str | None,
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO events(time, job_id, from_state, to_state, reason) VALUES (?,?,?,?,?)",
+            (now, job_id, None if from_state is None else str(from_state), str(to_state), reason),
+        )
+
+    def last_event_id(self) -> int:
+        row = self._db.execute("SELECT max(id) FROM events").fetchone()
+        return int(row[0] or 0)

@@ -1,0 +1,178 @@
+"""trainqd's side of the monitors: start them, notice their end, relay stops, re-attach.
+
+A monitor is watched through a pidfd (readable once it exits), whether trainqd started it or
+found it alive after a restart; pid numbers alone could have been reused, so a monitor found
+again is trusted only if its start time and the boot id match what was recorded. How the
+attempt ended comes from the monitor's exit record; no record means the attempt was lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup
+
+from trainqd.monitor import procfs, spawn
+from trainqd.monitor.records import (
+    EXIT_RECORD,
+    MONITOR_INFO,
+    ExitRecord,
+    Launch,
+    MonitorInfo,
+    StopRequest,
+    atomic_write_json,
+    parse_exit_record,
+    parse_monitor_info,
+    read_json,
+)
+
+log = structlog.get_logger("trainqd.supervisor")
+
+REFILL_AT_THE_LATEST = 2.0  # seconds after a hand-over
+
+OnEnd = Callable[[int, int, ExitRecord | None], Awaitable[None]]
+
+
+@dataclass
+class Monitor:
+    job_id: int
+    attempt: int
+    pid: int
+    start_ticks: int | None
+    attempt_dir: Path
+    stop_file: Path
+    popen: subprocess.Popen[bytes] | None = None
+    pidfd: int | None = field(default=None, repr=False)
+
+
+def read_exit_record(attempt_dir: Path) -> ExitRecord | None:
+    try:
+        raw = read_json(str(attempt_dir / EXIT_RECORD))
+        return None if raw is None else parse_exit_record(raw)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("unreadable exit record", path=str(attempt_dir), error=str(exc))
+        return None
+
+
+def read_monitor_info(attempt_dir: Path) -> MonitorInfo | None:
+    try:
+        raw = read_json(str(attempt_dir / MONITOR_INFO))
+        return None if raw is None else parse_monitor_info(raw)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class Supervisor:
+    def __init__(self, task_group: TaskGroup, on_end: OnEnd) -> None:
+        self._tg = task_group
+        self._on_end = on_end
+        self.boot_id = procfs.boot_id()
+        self.monitors: dict[int, Monitor] = {}
+        self.starter = spawn.MonitorStarter()
+        self.starter.refill()
+
+    def close(self) -> None:
+        self.starter.close()
+
+    def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> Monitor:
+        popen, started = self.starter.start(launch)
+        if started is None:
+            self.starter.refill()
+        else:
+            self._tg.start_soon(self._refill_once_started, started)
+        monitor = Monitor(
+            job_id=launch.job_id,
+            attempt=launch.attempt,
+            pid=popen.pid,
+            start_ticks=procfs.start_ticks(popen.pid),
+            attempt_dir=attempt_dir,
+            stop_file=stop_file,
+            popen=popen,
+            pidfd=os.pidfd_open(popen.pid),
+        )
+        self._watch(monitor)
+        return monitor
+
+    def attach(
+        self,
+        job_id: int,
+        *,
+        attempt: int,
+        pid: int,
+        start_ticks: int | None,
+        boot_id: str | None,
+        attempt_dir: Path,
+        stop_file: Path,
+    ) -> Monitor | None:
+        """Watch a monitor that outlived a previous trainqd, if it is still that monitor."""
+        if boot_id != self.boot_id or start_ticks is None:
+            return None
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (ProcessLookupError, PermissionError):
+            return None
+        # Checked after the pidfd is open: from here on it cannot come to mean another process.
+        if not procfs.is_same_process(pid, start_ticks, boot_id):
+            os.close(pidfd)
+            return None
+        monitor = Monitor(job_id, attempt, pid, start_ticks, attempt_dir, stop_file, None, pidfd)
+        self._watch(monitor)
+        return monitor
+
+    async def _refill_once_started(self, started: socket.socket) -> None:
+        """The next spare, once this attempt's trainer has started (or after a while, for
+        a monitor that never gets that far)."""
+        try:
+            with anyio.move_on_after(REFILL_AT_THE_LATEST):
+                await anyio.wait_readable(started)
+        finally:
+            started.close()
+            self.starter.refill()
+
+    def _watch(self, monitor: Monitor) -> None:
+        self.monitors[monitor.job_id] = monitor
+        self._tg.start_soon(self._wait, monitor, name=f"monitor of job {monitor.job_id}")
+
+    async def _wait(self, monitor: Monitor) -> None:
+        assert monitor.pidfd is not None
+        try:
+            await anyio.wait_readable(monitor.pidfd)
+        finally:
+            # Cancelled at shutdown: the monitor goes on without us, and the next trainqd
+            # finds it again.
+            os.close(monitor.pidfd)
+            monitor.pidfd = None
+        if monitor.popen is not None:
+            monitor.popen.wait()  # it has exited: this only reaps it
+        self.monitors.pop(monitor.job_id, None)
+        record = read_exit_record(monitor.attempt_dir)
+        if record is not None and (record.job_id, record.attempt) != (
+            monitor.job_id,
+            monitor.attempt,
+        ):
+            log.warning("exit record of another attempt", job_id=monitor.job_id)
+            record = None
+        await self._on_end(monitor.job_id, monitor.attempt, record)
+
+    def request_stop(
+        self, job_id: int, grace: float, reason: str, requested_by: int | None
+    ) -> bool:
+        """Ask the job's monitor to stop its trainer; False if no monitor is watched."""
+        monitor = self.monitors.get(job_id)
+        if monitor is None:
+            return False
+        request = StopRequest(grace_seconds=grace, reason=reason, requested_by=requested_by)  # type: ignore[arg-type]
+        atomic_write_json(str(monitor.stop_file), request.__dict__)
+        with contextlib.suppress(ProcessLookupError):
+            if monitor.pidfd is not None:  # cannot reach a process that reused the pid
+                signal.pidfd_send_signal(monitor.pidfd, signal.SIGTERM)
+        return True

@@ -1,0 +1,104 @@
+"""Store rows as the API shows them (the wire models of trainq.wire)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from trainq.spec import JobSpec
+from trainq.states import JobState
+from trainq.wire import AttemptRecord, EventRecord, JobRecord, Owner
+from trainqd.engine import container_name
+from trainqd.jobdir import JobDirs
+from trainqd.retry import signal_name
+from trainqd.store import AttemptRow, EventRow, JobRow
+
+
+def ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def attempt_record(row: AttemptRow, container: str | None = None) -> AttemptRecord:
+    return AttemptRecord(
+        number=row.number,
+        gpus=list(row.gpus),
+        started_at=ts(row.started_at),
+        ended_at=ts(row.ended_at),
+        exit_code=row.exit_code,
+        signal=row.signal,
+        signal_name=None if row.signal is None else signal_name(row.signal),
+        outcome=row.outcome,
+        reason=row.reason,
+        retried=row.retried,
+        container=container,
+    )
+
+
+def pending_reason(job: JobRow, waiting: str | None, now: float) -> str | None:
+    if job.state != JobState.PENDING:
+        return None
+    if job.not_before is not None and job.not_before > now:
+        # Known before the scheduler has planned again.
+        until = datetime.fromtimestamp(job.not_before).strftime("%H:%M:%S")
+        return f"retry backoff until {until}"
+    return waiting or "queued"
+
+
+HIDDEN = "<hidden>"
+
+
+def visible_spec(spec: JobSpec, reveal: bool) -> JobSpec:
+    """The spec as a caller may see it: environment values (API tokens live there) only for
+    the job's owner and admins; the names stay, so everyone sees what the job relies on."""
+    if reveal or not spec.environment:
+        return spec
+    return spec.model_copy(update={"environment": dict.fromkeys(spec.environment, HIDDEN)})
+
+
+def job_record(
+    job: JobRow,
+    attempts: list[AttemptRow],
+    dirs: JobDirs,
+    waiting: str | None,
+    *,
+    reveal: bool,
+    instance: str,
+) -> JobRecord:
+    pending = job.state == JobState.PENDING
+    return JobRecord(
+        id=job.id,
+        name=job.display_name,
+        state=job.state,
+        priority=job.priority,
+        owner=Owner(uid=job.owner.uid, user=job.owner.user),
+        runtime=job.spec.runtime,
+        gpus=list(job.gpus) if job.state in (JobState.RUNNING, JobState.STOPPING) else [],
+        gpu_uuids=list(job.gpu_uuids) if job.state in (JobState.RUNNING, JobState.STOPPING) else [],
+        job_dir=str(dirs.ml_root(job.id)),
+        attempts=[
+            attempt_record(
+                a,
+                None if job.spec.image is None else container_name(instance, job.id, a.number),
+            )
+            for a in attempts
+        ],
+        failure_reason=job.failure_reason,
+        stop_reason=job.stop_reason,
+        pending_reason=pending_reason(job, waiting, time.time()),
+        next_attempt_at=ts(job.not_before) if pending else None,
+        created_at=ts(job.created_at),
+        started_at=ts(job.started_at),
+        ended_at=ts(job.ended_at),
+        spec=visible_spec(job.spec, reveal),
+    )
+
+
+def event_record(row: EventRow) -> EventRecord:
+    return EventRecord(
+        id=row.id,
+        time=ts(row.time),
+        job_id=row.job_id,
+        from_state=row.from_state,
+        to_state=row.to_state,
+        reason=row.reason,
+    )

@@ -1,0 +1,141 @@
+"""The store on a real SQLite file: durability, guarded transitions, events."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from trainq.errors import NotFound
+from trainq.spec import JobSpec
+from trainq.states import JobState, TransitionError
+from trainqd.store import Owner, Store, StoreError
+
+OWNER = Owner(uid=1000, gid=1000, user="alice")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.open(tmp_path / "trainq.db")
+
+
+def test_submission_is_on_disk_when_submit_returns(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "trainq.db")
+    job = store.submit(JobSpec(command=["true"], name="a"), OWNER, 100.0)
+    # Another connection (another process, in effect) sees it at once.
+    other = sqlite3.connect(tmp_path / "trainq.db")
+    assert other.execute("SELECT state FROM jobs WHERE id=?", (job.id,)).fetchone() == ("PENDING",)
+    assert store.events_since(0)[0].to_state == JobState.PENDING
+    mode = other.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_guarded_transitions_and_events(store: Store) -> None:
+    job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+    job, number = store.begin_attempt(job.id, (0, 1), ("u0", "u1"), 2.0)
+    assert (job.state, number, job.gpus, job.started_at) == (JobState.RUNNING, 1, (0, 1), 2.0)
+    with pytest.raises(TransitionError, match="a RUNNING job cannot become RUNNING"):
+        store.begin_attempt(job.id, (2,), ("u2",), 3.0)
+    job = store.end_attempt(
+        job.id,
+        1,
+        JobState.PENDING,
+        4.0,
+        attempt_started=2.0,
+        attempt_ended=4.0,
+        exit_code=139,
+        signal=None,
+        outcome="exited",
+        reason="segfault",
+        retried=True,
+        event_reason="retry",
+        not_before=10.0,
+    )
+    assert job.state == JobState.PENDING
+    assert job.runtime_used == pytest.approx(2.0)
+    assert job.not_before == 10.0
+    job, number = store.begin_attempt(job.id, (3,), ("u3",), 11.0)
+    assert number == 2
+    assert job.started_at == 2.0  # the first attempt's start stays the job's start
+    job = store.end_attempt(
+        job.id,
+        2,
+        JobState.COMPLETED,
+        12.0,
+        attempt_started=11.0,
+        attempt_ended=12.0,
+        exit_code=0,
+        signal=None,
+        outcome="exited",
+        reason=None,
+        retried=False,
+        event_reason="completed",
+    )
+    assert job.state == JobState.COMPLETED
+    transitions = [(e.from_state, e.to_state) for e in store.events_since(0, job.id)]
+    assert transitions == [
+        (None, JobState.PENDING),
+        (JobState.PENDING, JobState.RUNNING),
+        (JobState.RUNNING, JobState.PENDING),
+        (JobState.PENDING, JobState.RUNNING),
+        (JobState.RUNNING, JobState.COMPLETED),
+    ]
+    with pytest.raises(TransitionError):
+        store.transition(job.id, JobState.STOPPED, 13.0)
+    # A refused transition writes no event.
+    assert len(store.events_since(0, job.id)) == 5
+    attempts = store.attempts([job.id])[job.id]
+    assert [(a.number, a.exit_code, a.retried) for a in attempts] == [(1, 139, True), (2, 0, False)]
+
+
+def test_an_attempt_ends_once(store: Store) -> None:
+    job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+    store.begin_attempt(job.id, (), (), 2.0)
+    kw = dict(
+        attempt_started=2.0,
+        attempt_ended=3.0,
+        exit_code=0,
+        signal=None,
+        outcome="exited",
+        reason=None,
+        retried=False,
+        event_reason="done",
+    )
+    store.end_attempt(job.id, 1, JobState.COMPLETED, 3.0, **kw)  # type: ignore[arg-type]
+    with pytest.raises(TransitionError):
+        store.end_attempt(job.id, 1, JobState.COMPLETED, 3.0, **kw)  # type: ignore[arg-type]
+
+
+def test_unknown_job(store: Store) -> None:
+    with pytest.raises(NotFound, match="no job 42"):
+        store.get(42)
+    with pytest.raises(NotFound):
+        store.transition(42, JobState.STOPPED, 1.0)
+
+
+def test_reopen_keeps_everything(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "db")
+    ids = [
+        store.submit(JobSpec(command=["true"], priority=p), OWNER, float(p)).id for p in range(5)
+    ]
+    store.close()
+    again = Store.open(tmp_path / "db")
+    assert [j.id for j in again.jobs([JobState.PENDING])] == ids
+    assert again.counts()["PENDING"] == 5
+
+
+def test_refuses_a_newer_schema(tmp_path: Path) -> None:
+    Store.open(tmp_path / "db").close()
+    raw = sqlite3.connect(tmp_path / "db")
+    raw.execute("UPDATE meta SET value='999' WHERE key='schema_version'")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match="newer than this trainqd"):
+        Store.open(tmp_path / "db")
+
+
+def test_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    (tmp_path / "db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="db:"):
+        Store.open(tmp_path / "db")

@@ -1,0 +1,194 @@
+"""The command line: what parses into what, and the one line (and exit status) of every
+mistake, without a daemon."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainq import __version__
+from trainq.cli import main, parse
+from trainq.specfile import ChannelFlag
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The user's shell may export these; the tests choose for themselves.
+    monkeypatch.delenv("TRAINQ_SOCKET", raising=False)
+    monkeypatch.delenv("TRAINQ_DEBUG", raising=False)
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_submit_flags() -> None:
+    args = parse(
+        [
+            "submit", "-f", "job.toml", "--name", "a", "--gpus", "2", "--priority", "-3",
+            "--hp", "lr=0.1", "--hp", "opt=adam", "--env", "SEED=1", "--env", "WANDB_API_KEY",
+            "--channel", "train=/data/t:Pipe", "--max-runtime", "12h", "--stop-grace", "1.5",
+            "--max-retries", "0", "--workdir", "runs", "--wait", "--json",
+            "--", "python3", "train.py", "--epochs", "3", "--",
+        ]
+    )  # fmt: skip
+    assert args.command == "submit"
+    assert args.file == "job.toml"
+    assert (args.name, args.gpus, args.priority) == ("a", 2, -3)
+    assert args.hp == [("lr", "0.1"), ("opt", "adam")]
+    assert args.env == [("SEED", "1"), ("WANDB_API_KEY", None)]
+    assert args.channel == [ChannelFlag("train", "/data/t", "Pipe")]
+    assert (args.max_runtime, args.stop_grace, args.max_retries) == (43200, 1.5, 0)
+    assert (args.workdir, args.wait, args.json) == ("runs", True, True)
+    assert args.command_argv == ["python3", "train.py", "--epochs", "3", "--"]
+
+
+def test_submit_defaults() -> None:
+    args = parse(["submit", "--image", "localhost/trainer", "--engine", "podman"])
+    assert (args.image, args.engine) == ("localhost/trainer", "podman")
+    assert args.hp == args.env == args.channel == args.command_argv == []
+    assert args.gpus is args.name is args.file is None
+    assert not args.wait
+
+
+def test_socket_before_or_after_the_command() -> None:
+    assert parse(["--socket", "/tmp/a.sock", "ls"]).socket == "/tmp/a.sock"
+    assert parse(["ls", "--socket", "/tmp/b.sock"]).socket == "/tmp/b.sock"
+    assert not hasattr(parse(["ls"]), "socket")
+
+
+def test_other_commands() -> None:
+    stop = parse(["stop", "12", "--grace", "30s"])
+    assert (stop.job, stop.grace) == (12, 30)
+    ls = parse(["ls", "--all", "--state", "failed", "--user", "bob", "--wide"])
+    assert (ls.all, ls.state, ls.user, ls.wide) == (True, "FAILED", "bob", True)
+    logs = parse(["logs", "5", "-f", "--stderr", "--attempt", "2"])
+    assert (logs.job, logs.follow, logs.stream, logs.attempt) == (5, True, "stderr", 2)
+    assert parse(["logs", "5"]).stream == "both"
+    assert parse(["wait", "5"]).job == 5
+    assert parse(["show", "5", "--json"]).json
+    assert parse(["gpus", "--json"]).json
+    assert not parse(["health"]).json
+
+
+SUBMIT_HINT = " (put the job's command after `--`: trainq submit [options] -- COMMAND...)"
+JOB_ID = "argument JOB: expected a job id (a whole number like 12), got"
+STATES = "PENDING, RUNNING, STOPPING, COMPLETED, FAILED, STOPPED"
+COMMANDS = "'submit', 'stop', 'ls', 'show', 'logs', 'wait', 'gpus', 'health'"
+USAGE_ERRORS = [
+    ("submit --gpus two", "submit: argument --gpus: expected a whole number, got 'two'"),
+    ("submit --gpus -1", "submit: argument --gpus: expected a whole number (0 or more), got '-1'"),
+    ("submit --hp lr", "submit: argument --hp: expected KEY=VALUE, got 'lr'"),
+    ("submit --env =x", "submit: argument --env: missing the name before '=' in '=x'"),
+    (
+        "submit --channel train",
+        "submit: argument --channel: expected NAME=PATH[:File|Pipe|FastFile], got 'train'",
+    ),
+    (
+        "submit --max-runtime 1w",
+        "submit: argument --max-runtime: expected a duration like 90, 30m, 12h or 2d, got '1w'",
+    ),
+    (
+        "submit --engine lxc",
+        "submit: argument --engine: invalid choice: 'lxc' (choose from 'docker', 'podman')",
+    ),
+    ("submit --bogus", "submit: unrecognized arguments: --bogus" + SUBMIT_HINT),
+    ("submit --gp 1", "submit: unrecognized arguments: --gp" + SUBMIT_HINT),  # no abbreviations
+    ("submit python3 train.py --lr 1", "submit: unrecognized arguments: --lr 1" + SUBMIT_HINT),
+    ("stop abc", f"stop: {JOB_ID} 'abc'"),
+    ("show -3", f"show: {JOB_ID} '-3'"),
+    ("wait 0", f"wait: {JOB_ID} '0'"),
+    (
+        "logs 1 --attempt 0",
+        "logs: argument --attempt: expected an attempt number (1, 2, ...), got '0'",
+    ),
+    ("logs 1 --stdout --stderr", "logs: argument --stderr: not allowed with argument --stdout"),
+    ("ls --state done", f"ls: argument --state: unknown state 'done' (one of {STATES})"),
+    ("ls --bogus", "ls: unrecognized arguments: --bogus"),
+    ("frobnicate", f": argument COMMAND: invalid choice: 'frobnicate' (choose from {COMMANDS})"),
+]
+
+
+@pytest.mark.parametrize(("command", "message"), USAGE_ERRORS)
+def test_usage_errors_are_one_line(
+    command: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = f"trainq {message}" if message[0] != ":" else f"trainq{message}"
+    assert run(command.split(), capsys) == (2, "", line + "\n")
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run([], capsys)
+    assert (status, out) == (2, "")
+    assert err.startswith("usage: trainq")
+    assert "submit" in err
+
+
+def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["--version"], capsys) == (0, f"trainq {__version__}\n", "")
+    status, out, _ = run(["submit", "--help"], capsys)
+    assert status == 0
+    assert "your PATH" in out
+
+
+def test_spec_file_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.toml").write_text("gpus = \n")
+    for name, line in (
+        ("missing.toml", "trainq: spec file missing.toml: no such file\n"),
+        (str(tmp_path / "bad.toml"), f"trainq: spec file {tmp_path}/bad.toml: invalid TOML: "),
+    ):
+        status, out, err = run(
+            ["--socket", str(tmp_path / "none.sock"), "submit", "-f", name], capsys
+        )
+        assert (status, out) == (2, "")
+        assert err.startswith(line)
+        assert err.count("\n") == 1
+
+
+def test_no_daemon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sock = tmp_path / "trainq.sock"
+    status, out, err = run(["--socket", str(sock), "submit", "--", "true"], capsys)
+    assert (status, out) == (7, "")
+    assert err == (
+        f"trainq: cannot reach trainqd at {sock}: no such file. Is it running? "
+        "Start it with `trainqd` (or `systemctl start trainqd`).\n"
+    )
+
+
+def test_the_socket_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TRAINQ_SOCKET", str(tmp_path / "env.sock"))
+    assert f"trainqd at {tmp_path}/env.sock:" in run(["health"], capsys)[2]
+    assert (
+        f"trainqd at {tmp_path}/flag.sock:"
+        in run(["health", "--socket", str(tmp_path / "flag.sock")], capsys)[2]
+    )
+
+
+def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
+    # The fast commands must not pay for rich, pydantic or httpx (see trainq.cli's docstring).
+    probe = (
+        "import sys\n"
+        "from trainq.cli import main\n"
+        f"status = main(['--socket', {str(tmp_path / 'x.sock')!r}, 'submit', '--', 'true'])\n"
+        "heavy = sorted(m for m in ('rich', 'pydantic', 'httpx', 'typer') if m in sys.modules)\n"
+        "print(status, heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=30
+    )
+    assert result.stdout == "7 []\n"
+    module = subprocess.run(
+        [sys.executable, "-m", "trainq", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert (module.returncode, module.stdout) == (0, f"trainq {__version__}\n")

@@ -1,0 +1,364 @@
+"""What `ls`, `show`, `gpus`, `health` and `wait` print, from records shaped by trainq.wire."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import struct
+import termios
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from trainq.humanize import (
+    end_summary,
+    exit_cell,
+    format_duration,
+    format_relative,
+    gpus_cell,
+    headline,
+    health_line,
+    job_reason,
+    shorten,
+)
+from trainq.render import RenderOptions, gpu_table, job_detail, job_table, options_for
+from trainq.spec import ChannelSpec, JobSpec
+from trainq.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
+
+NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
+PIPED = RenderOptions(now=NOW, tz=UTC)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TRACEBACK = (
+    'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+    "ValueError: bad shape [3, 4] vs [4, 3]"
+)
+
+
+def job(**changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "id": 12,
+        "name": "resnet-a",
+        "state": "RUNNING",
+        "priority": 10,
+        "owner": Owner(uid=1000, user="alice"),
+        "runtime": "subprocess",
+        "gpus": [0, 1],
+        "gpu_uuids": ["GPU-0000aaaa", "GPU-1111bbbb"],
+        "job_dir": "/var/lib/trainq/jobs/12/ml",
+        "created_at": NOW - timedelta(minutes=5, seconds=3),
+        "started_at": NOW - timedelta(minutes=3, seconds=12),
+        "spec": JobSpec(
+            name="resnet-a",
+            gpus=2,
+            priority=10,
+            command=["python3", "train.py", "--note", "two words"],
+            hyperparameters={"lr": "0.1"},
+            environment={"WANDB_MODE": "offline"},
+            channels={"train": ChannelSpec(source="/data/train", mode="Pipe")},
+            max_runtime_seconds=86400,
+        ),
+        "attempts": [
+            AttemptRecord(
+                number=1,
+                gpus=[0, 1],
+                started_at=NOW - timedelta(minutes=4),
+                ended_at=NOW - timedelta(minutes=3, seconds=20),
+                signal=11,
+                signal_name="SIGSEGV",
+                outcome="signaled",
+                reason="Segmentation fault\nin conv1",
+                retried=True,
+            ),
+            AttemptRecord(number=2, gpus=[0, 1], started_at=NOW - timedelta(minutes=3, seconds=12)),
+        ],
+    }
+    fields.update(changes)
+    return JobRecord(**fields).model_dump(mode="json")
+
+
+def plain(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+# --- words ---
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (59.9, "59s"),
+        (192, "3m12s"),
+        (3600, "1h00m"),
+        (7325, "2h02m"),
+        (90061, "1d01h"),
+        (-5, "0s"),
+    ],
+)
+def test_durations(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_relative_times() -> None:
+    assert format_relative(NOW, NOW) == "just now"
+    assert format_relative(NOW - timedelta(seconds=42), NOW) == "42s ago"
+    assert format_relative(NOW - timedelta(minutes=2, seconds=59), NOW) == "2m ago"
+    assert format_relative(NOW - timedelta(days=3, hours=5), NOW) == "3d ago"
+    assert format_relative(NOW + timedelta(seconds=5), NOW) == "in 5s"
+
+
+def test_reasons_are_shortened_to_their_headline() -> None:
+    assert headline(TRACEBACK) == "ValueError: bad shape [3, 4] vs [4, 3]"
+    assert headline("out of memory\nsee dmesg") == "out of memory"
+    assert shorten("waiting for 2 GPUs") == "waiting for 2 GPUs"
+    assert shorten("first\nsecond") == "first..."
+    assert shorten("x" * 100, 20) == "x" * 17 + "..."
+    assert shorten("   \n  ") == ""
+
+
+def test_which_reason_a_job_shows() -> None:
+    assert (
+        job_reason({"pending_reason": "waiting for GPUs", "failure_reason": "old"})
+        == "waiting for GPUs"
+    )
+    assert job_reason({"failure_reason": "exit 1", "stop_reason": None}) == "exit 1"
+    assert job_reason({"stop_reason": "stopped by alice"}) == "stopped by alice"
+    assert job_reason({"pending_reason": " "}) == ""
+
+
+def test_cells() -> None:
+    assert gpus_cell(job()) == "2 [0,1]"
+    assert gpus_cell(job(state="PENDING", gpus=[])) == "2"
+    assert gpus_cell(job(gpus=[], spec=JobSpec(command=["true"]))) == "-"
+    assert exit_cell({"signal": 9, "signal_name": "SIGKILL"}) == "SIGKILL (9)"
+    assert exit_cell({"signal": 64}) == "signal 64"
+    assert exit_cell({"exit_code": 0}) == "0"
+    assert exit_cell({}) == "-"
+
+
+def test_end_summary() -> None:
+    failed = job(state="FAILED", failure_reason=TRACEBACK, ended_at=NOW)
+    assert end_summary(failed) == "job 12 FAILED: ValueError: bad shape [3, 4] vs [4, 3]..."
+    assert end_summary(job(state="COMPLETED", ended_at=NOW)) == "job 12 COMPLETED"
+
+
+def test_health_line() -> None:
+    health = HealthRecord(
+        status="ok",
+        version="0.1.0",
+        pid=812,
+        uid=0,
+        started_at=NOW - timedelta(hours=3, minutes=12),
+        gpu_backend="fake",
+        gpus=4,
+        cpu_slots=16,
+        jobs={"RUNNING": 2, "COMPLETED": 0, "PENDING": 1},
+    ).model_dump(mode="json")
+    assert health_line(health, NOW) == (
+        "trainqd 0.1.0 ok, up 3h12m (pid 812); 4 GPUs (fake), 16 CPU slots; "
+        "jobs: 1 PENDING, 2 RUNNING"
+    )
+
+
+# --- ls ---
+
+
+def some_jobs() -> list[dict[str, Any]]:
+    return [
+        job(),
+        job(id=13, name="bert", state="PENDING", gpus=[], started_at=None, attempts=[],
+            pending_reason="waiting for 2 GPUs (1 free) [bold]not markup[/bold]"),
+        job(id=9, state="FAILED", gpus=[], ended_at=NOW - timedelta(hours=2),
+            started_at=NOW - timedelta(hours=5), failure_reason=TRACEBACK),
+    ]  # fmt: skip
+
+
+def test_ls_piped_is_plain_whole_lines() -> None:
+    out = job_table(some_jobs(), PIPED)
+    lines = out.splitlines()
+    assert lines[0].split() == [
+        "ID",
+        "NAME",
+        "STATE",
+        "USER",
+        "GPUS",
+        "PRIO",
+        "AGE",
+        "RUNTIME",
+        "REASON",
+    ]
+    assert lines[1].split()[:8] == ["12", "resnet-a", "RUNNING", "alice", "2", "[0,1]", "10", "5m"]
+    assert lines[2].endswith("waiting for 2 GPUs (1 free) [bold]not markup[/bold]")
+    assert lines[3].endswith("3h00m    ValueError: bad shape [3, 4] vs [4, 3]...")
+    assert len(lines) == 4
+    assert not ANSI.search(out)
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_ls_wide_has_absolute_times_and_whole_reasons() -> None:
+    out = job_table(some_jobs(), PIPED, wide=True)
+    header, _, _, failed = out.splitlines()
+    assert "SUBMITTED" in header
+    assert "ATTEMPTS" in header
+    assert "2026-05-01 11:54:57" in out
+    assert failed.endswith(
+        'Traceback (most recent call last): File "train.py", line 3, in <module> '
+        "ValueError: bad shape [3, 4] vs [4, 3]"
+    )
+
+
+def test_ls_on_a_narrow_terminal_cuts_only_the_reason() -> None:
+    out = job_table(some_jobs(), RenderOptions(now=NOW, tz=UTC, color=True, width=90))
+    assert ANSI.search(out)
+    lines = plain(out).splitlines()
+    assert [line.split()[:3] for line in lines[1:]] == [
+        ["12", "resnet-a", "RUNNING"], ["13", "bert", "PENDING"], ["9", "resnet-a", "FAILED"]
+    ]  # fmt: skip
+    assert all(len(line) <= 90 for line in lines)
+    assert lines[2].endswith("...")
+
+
+def test_terminal_options_follow_the_terminal_and_no_color() -> None:
+    controller, terminal = os.openpty()
+    try:
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 123, 0, 0))
+        with os.fdopen(os.dup(terminal), "w") as stream:
+            assert options_for(stream, {"TERM": "xterm"}, NOW) == RenderOptions(
+                now=NOW, color=True, width=123
+            )
+            assert not options_for(stream, {"NO_COLOR": "1"}, NOW).color
+            assert not options_for(stream, {"TERM": "dumb"}, NOW).color
+        with open(os.devnull, "w") as not_a_terminal:
+            assert options_for(not_a_terminal, {}, NOW) == RenderOptions(now=NOW)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+
+
+# --- show ---
+
+
+def test_show_has_every_field_of_the_record() -> None:
+    record = job(
+        state="PENDING",
+        pending_reason="retrying after a crash",
+        next_attempt_at=NOW + timedelta(seconds=5),
+        failure_reason="Segmentation fault",
+        stop_reason="never",
+        ended_at=NOW - timedelta(seconds=1),
+    )
+    record["added_later"] = {"x": 1}
+    out = job_detail(record, PIPED)
+    labels = {line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")}
+    assert set(record) - {"id", "name", "spec", "attempts"} <= labels
+    assert set(record["spec"]) - {"hyperparameters", "environment", "channels"} <= labels
+    for text in (
+        "Job 12  resnet-a",
+        "alice (uid 1000)",
+        "GPU-0000aaaa, GPU-1111bbbb",
+        "/var/lib/trainq/jobs/12/ml",
+        "2026-05-01 12:00:05 (in 5s)",
+        "python3 train.py --note 'two words'",
+        "86400 (1d00h)",
+        '{"x": 1}',
+    ):
+        assert text in out, text
+    assert re.search(r"^  lr +0\.1$", out, re.M)
+    assert re.search(r"^  WANDB_MODE +offline$", out, re.M)
+    assert re.search(r"^  train +/data/train \(mode=Pipe, ", out, re.M)
+
+
+def test_show_lists_attempts_as_a_table() -> None:
+    out = job_detail(job(), PIPED)
+    attempts = out.split("Attempts\n", 1)[1].splitlines()
+    assert attempts[0].split() == [
+        "#",
+        "GPUS",
+        "STARTED",
+        "ENDED",
+        "RAN",
+        "EXIT",
+        "OUTCOME",
+        "RETRIED",
+        "REASON",
+    ]
+    assert attempts[1].split() == [
+        "1", "0,1", "2026-05-01", "11:56:00", "2026-05-01", "11:56:40", "40s",
+        "SIGSEGV", "(11)", "signaled", "yes", "Segmentation", "fault", "in", "conv1",
+    ]  # fmt: skip
+    assert attempts[2].split()[:5] == ["2", "0,1", "2026-05-01", "11:56:48", "-"]
+    assert "none yet" in job_detail(job(attempts=[]), PIPED)
+
+
+def test_show_names_the_containers_of_a_container_job() -> None:
+    attempts = [dict(a, container=f"trainq-1a2b3c4d-7-{a['number']}") for a in job()["attempts"]]
+    out = job_detail(job(attempts=attempts), PIPED).split("Attempts\n", 1)[1].splitlines()
+    assert out[0].split()[7:] == ["RETRIED", "CONTAINER", "REASON"]
+    assert "trainq-1a2b3c4d-7-1" in out[1].split()
+    assert "trainq-1a2b3c4d-7-2" in out[2].split()
+
+
+def test_show_keeps_a_multi_line_reason_whole() -> None:
+    out = job_detail(job(state="FAILED", failure_reason=TRACEBACK, ended_at=NOW), PIPED)
+    assert 'File "train.py", line 3, in <module>' in out
+    assert "ValueError: bad shape [3, 4] vs [4, 3]" in out
+
+
+# --- gpus ---
+
+
+def test_gpu_table() -> None:
+    gpus = GpuList(
+        backend="fake",
+        gpus=[
+            GpuRecord(index=0, uuid="GPU-aaaa", name="Fake H100", memory_total_mib=81920,
+                      memory_used_mib=1200, job_id=12, available=False),
+            GpuRecord(index=1, uuid="GPU-bbbb", name="Fake H100", memory_total_mib=81920,
+                      foreign_pids=[345, 678], available=False),
+            GpuRecord(index=2, uuid="GPU-cccc", name="Fake H100", memory_total_mib=81920,
+                      available=True),
+        ],
+    ).model_dump(mode="json")  # fmt: skip
+    lines = gpu_table(gpus, PIPED).splitlines()
+    assert lines[0].split() == [
+        "INDEX",
+        "NAME",
+        "UUID",
+        "MEMORY",
+        "JOB",
+        "OTHER",
+        "PIDS",
+        "AVAILABLE",
+    ]
+    assert lines[1].split() == [
+        "0",
+        "Fake",
+        "H100",
+        "GPU-aaaa",
+        "1200/81920",
+        "MiB",
+        "12",
+        "-",
+        "no",
+    ]
+    assert lines[2].split() == [
+        "1",
+        "Fake",
+        "H100",
+        "GPU-bbbb",
+        "81920",
+        "MiB",
+        "-",
+        "345,678",
+        "no",
+    ]
+    assert lines[3].split()[-1] == "yes"
+    assert lines[4] == "(backend: fake)"
+
+
+def test_no_gpus() -> None:
+    assert gpu_table({"backend": "none", "gpus": []}, PIPED) == (
+        "no GPUs (backend: none); jobs with gpus = 0 still run\n"
+    )

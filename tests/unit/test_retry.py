@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from trainq.spec import JobSpec
+from trainqd.retry import MAX_LOST, Ended, RetryPolicy
+
+POLICY = RetryPolicy()
+
+
+@pytest.mark.parametrize("code", [6, 134, 11, 139])
+def test_transient_exit_codes_are_retried(code: int) -> None:
+    decision = POLICY.decide(Ended("exited", exit_code=code), [])
+    assert decision.retry
+    assert decision.counts
+
+
+@pytest.mark.parametrize("signum", [signal.SIGABRT, signal.SIGSEGV])
+def test_transient_signals_are_retried(signum: int) -> None:
+    assert POLICY.decide(Ended("signaled", signal=signum), []).retry
+
+
+@pytest.mark.parametrize(
+    "ended",
+    [
+        Ended("exited", exit_code=1),
+        Ended("exited", exit_code=2, reason="ExitCode 2"),
+        Ended("signaled", signal=signal.SIGKILL),  # the OOM killer's signal
+        Ended("signaled", signal=signal.SIGTERM),
+        Ended("oom_killed", exit_code=137),
+        Ended("stopped", exit_code=134),
+        Ended("timed_out", signal=signal.SIGKILL),
+        Ended("start_failed"),
+        Ended("engine_error", exit_code=125),
+        Ended("feeder_failed"),
+        Ended("exited", exit_code=0),
+    ],
+)
+def test_permanent_endings_are_not_retried(ended: Ended) -> None:
+    assert not POLICY.decide(ended, []).retry
+
+
+def test_toolkit_failure_file_exit_code_is_read() -> None:
+    toolkit = Ended("exited", exit_code=1, reason='ExitCode 134\nErrorMessage "core dumped"')
+    assert POLICY.decide(toolkit, []).retry
+    other = Ended("exited", exit_code=1, reason='ExitCode 1\nErrorMessage "bad"')
+    assert not POLICY.decide(other, []).retry
+
+
+def test_retries_are_capped_and_back_off() -> None:
+    crash = Ended("exited", exit_code=139)
+    history: list[Ended] = []
+    delays = []
+    for _ in range(3):
+        decision = POLICY.decide(crash, history)
+        assert decision.retry
+        delays.append(decision.delay)
+        history.append(crash)
+    assert delays == [2.0, 4.0, 8.0]
+    final = POLICY.decide(crash, history)
+    assert not final.retry
+    assert "all 3 retries are used" in final.why
+
+
+def test_permanent_failures_in_history_do_not_spend_retries() -> None:
+    history = [Ended("exited", exit_code=1), Ended("lost")]
+    assert POLICY.retries_used(history) == 0
+
+
+def test_lost_attempts_have_their_own_budget() -> None:
+    history: list[Ended] = []
+    for _ in range(MAX_LOST):
+        decision = POLICY.decide(Ended("lost"), history)
+        assert decision.retry
+        assert not decision.counts
+        assert decision.delay == 0
+        history.append(Ended("lost"))
+    assert not POLICY.decide(Ended("lost"), history).retry
+    # ...and lost attempts leave the job's own retries untouched.
+    assert POLICY.decide(Ended("exited", exit_code=6), history).retry
+
+
+def test_interrupted_attempts_share_the_host_budget() -> None:
+    history = [Ended("lost"), Ended("interrupted")]
+    decision = POLICY.decide(Ended("interrupted", exit_code=0), history)
+    assert decision.retry
+    assert not decision.counts
+    history.append(Ended("interrupted"))
+    assert not POLICY.decide(Ended("interrupted"), history).retry
+
+
+def test_policy_from_spec() -> None:
+    spec = JobSpec(command=["x"], max_retries=0, retry_exit_codes=[42], retry_backoff_seconds=0)
+    policy = RetryPolicy.for_spec(spec)
+    assert not policy.decide(Ended("exited", exit_code=42), []).retry
+    spec = JobSpec(command=["x"], max_retries=1, retry_exit_codes=[42], retry_backoff_seconds=0)
+    policy = RetryPolicy.for_spec(spec)
+    assert policy.decide(Ended("exited", exit_code=42), []).delay == 0
+    assert not policy.decide(Ended("exited", exit_code=6), []).retry
