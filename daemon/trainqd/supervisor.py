@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -36,8 +35,6 @@ from trainqd.monitor.records import (
 )
 
 log = structlog.get_logger("trainqd.supervisor")
-
-REFILL_AT_THE_LATEST = 2.0  # seconds after a hand-over
 
 OnEnd = Callable[[int, int, ExitRecord | None], Awaitable[None]]
 
@@ -78,26 +75,22 @@ class Supervisor:
         self.boot_id = procfs.boot_id()
         self.monitors: dict[int, Monitor] = {}
         self.starter = spawn.MonitorStarter()
-        self.starter.refill()
+        self.starter.start_server()
 
     def close(self) -> None:
         self.starter.close()
 
     def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> Monitor:
-        popen, started = self.starter.start(launch)
-        if started is None:
-            self.starter.refill()
-        else:
-            self._tg.start_soon(self._refill_once_started, started)
+        started = self.starter.start(launch)
         monitor = Monitor(
             job_id=launch.job_id,
             attempt=launch.attempt,
-            pid=popen.pid,
-            start_ticks=procfs.start_ticks(popen.pid),
+            pid=started.pid,
+            start_ticks=procfs.start_ticks(started.pid),
             attempt_dir=attempt_dir,
             stop_file=stop_file,
-            popen=popen,
-            pidfd=os.pidfd_open(popen.pid),
+            popen=started.popen,
+            pidfd=os.pidfd_open(started.pid),
         )
         self._watch(monitor)
         return monitor
@@ -127,16 +120,6 @@ class Supervisor:
         monitor = Monitor(job_id, attempt, pid, start_ticks, attempt_dir, stop_file, None, pidfd)
         self._watch(monitor)
         return monitor
-
-    async def _refill_once_started(self, started: socket.socket) -> None:
-        """The next spare, once this attempt's trainer has started (or after a while, for
-        a monitor that never gets that far)."""
-        try:
-            with anyio.move_on_after(REFILL_AT_THE_LATEST):
-                await anyio.wait_readable(started)
-        finally:
-            started.close()
-            self.starter.refill()
 
     def _watch(self, monitor: Monitor) -> None:
         self.monitors[monitor.job_id] = monitor

@@ -1,4 +1,5 @@
-"""A job's monitor: `python -S -I -c BOOT` (see spawn.py), the Launch as JSON on stdin.
+"""A job's monitor: `python -S -I -c BOOT` (see spawn.py), the Launch as JSON on stdin; or,
+with --fork-server, the server that forks monitors (forkserver.py).
 
 stdin is a memfd that trainqd wrote the launch into; it is read to its end and replaced by
 /dev/null, so no child of the monitor can read the launch (it holds the whole environment
@@ -10,17 +11,12 @@ says so is written all the same), 2 when the launch itself is unusable.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import sys
 
-from trainqd.monitor import handover
 from trainqd.monitor.log import log
 from trainqd.monitor.records import Launch
-from trainqd.monitor.spawn import SPARE_FLAG
+from trainqd.monitor.spawn import FORK_SERVER_FLAG
 from trainqd.monitor.supervise import run
-
-_HELD = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def read_launch() -> bytes:
@@ -33,32 +29,6 @@ def read_launch() -> bytes:
     return b"".join(chunks)
 
 
-def wait_for_launch() -> bytes | None:
-    """A spare's wait: the launch memfd and monitor.log arrive on the socket at fd 0; None
-    when trainqd closed its end (it stopped, or no longer needs a spare)."""
-    with socket.socket(fileno=0) as sock:
-        message, fds, _, _ = socket.recv_fds(sock, 16, 2)
-        sock.detach()
-    handover.keep(0)
-    if not message or len(fds) != 2:
-        for fd in fds:
-            os.close(fd)
-        return None
-    launch_fd, log_fd = fds
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    os.dup2(launch_fd, 0)
-    os.close(launch_fd)
-    # A signal sent to the idle spare was meant for nobody: drop it (SIG_IGN discards
-    # pending signals even while they are blocked). A stop meant for this attempt is in its
-    # stop file too, which the monitor reads before it starts the trainer.
-    for signum in _HELD:
-        signal.signal(signum, signal.SIG_IGN)
-        signal.signal(signum, signal.SIG_DFL)
-    return read_launch()
-
-
 def exit_now(status: int) -> None:
     """End the process at once. The exit record is on disk and every line of the log went
     out with its own write(2): the interpreter's orderly teardown (10-20 ms here) would only
@@ -68,12 +38,11 @@ def exit_now(status: int) -> None:
 
 def main() -> int:
     try:
-        if SPARE_FLAG in sys.argv:
-            data = wait_for_launch()
-            if data is None:
-                return 0
-        else:
-            data = read_launch()
+        if FORK_SERVER_FLAG in sys.argv:
+            from trainqd.monitor.forkserver import serve  # noqa: PLC0415 (the server only)
+
+            return serve(0)
+        data = read_launch()
         launch = Launch.from_json(data)
     except (OSError, ValueError, TypeError, KeyError) as exc:
         log(f"unusable launch: {type(exc).__name__}: {exc}")

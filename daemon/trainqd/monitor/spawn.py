@@ -12,23 +12,28 @@ SIGINT and SIGHUP blocked until it has its handlers: a stop sent at once is kept
 never fatal.
 
 Python's start-up and the monitor's imports take 25-60 ms on a busy 2-core machine, more than
-the whole dispatch budget, so `MonitorStarter` keeps *spare* monitors started ahead of
-need: imports done, waiting on a socketpair (its stdin). Starting an attempt then hands it the
-launch memfd and its monitor.log with SCM_RIGHTS, and a new spare is started for the next
-one. A spare that loses trainqd (EOF on the socket) just exits.
+the whole dispatch budget, so `MonitorStarter` forks monitors from a fork server
+(forkserver.py) started once, and starts one from nothing only when the server cannot be
+had.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+from dataclasses import dataclass
 
 from trainqd.monitor.records import MONITOR_LOG, Launch
+
+# The fork server's protocol (forkserver.py imports the monitor itself, which trainqd need
+# not do): a launch is this message with two descriptors; the answer is the child's pid.
+LAUNCH_MESSAGE = b"L"
+PID = struct.Struct("=i")
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _HELD_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -37,15 +42,17 @@ _HELD_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 _MONITOR_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
-SPARE_FLAG = "--spare"
+FORK_SERVER_FLAG = "--fork-server"
+# Forking answers in a millisecond; a server that does not answer in this long is stuck.
+SERVER_ANSWER_TIMEOUT = 5.0
 
 
-def monitor_argv(spare: bool = False) -> list[str]:
+def monitor_argv(fork_server: bool = False) -> list[str]:
     boot = (
         f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
         "from trainqd.monitor.__main__ import main, exit_now; exit_now(main())"
     )
-    return [sys.executable, "-S", "-I", "-c", boot, *([SPARE_FLAG] if spare else [])]
+    return [sys.executable, "-S", "-I", "-c", boot, *([FORK_SERVER_FLAG] if fork_server else [])]
 
 
 def _launch_memfd(launch: Launch) -> int:
@@ -66,7 +73,7 @@ def _create_log(launch: Launch) -> int:
     return fd
 
 
-def _popen(argv: list[str], stdin: int, output: int) -> subprocess.Popen[bytes]:
+def _popen(argv: list[str], stdin: int, stdout: int, stderr: int) -> subprocess.Popen[bytes]:
     # The mask is per thread and inherited through exec: only the monitor starts with
     # these signals held, and this thread holds them for the fork alone.
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
@@ -74,8 +81,8 @@ def _popen(argv: list[str], stdin: int, output: int) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             argv,
             stdin=stdin,
-            stdout=output,
-            stderr=output,
+            stdout=stdout,
+            stderr=stderr,
             cwd="/",
             env=_MONITOR_ENV,
             start_new_session=True,
@@ -92,96 +99,95 @@ def start_monitor(launch: Launch) -> subprocess.Popen[bytes]:
     try:
         launch_fd = _launch_memfd(launch)
         try:
-            return _popen(monitor_argv(), launch_fd, log_fd)
+            return _popen(monitor_argv(), launch_fd, log_fd, log_fd)
         finally:
             os.close(launch_fd)
     finally:
         os.close(log_fd)
 
 
-def _schedule(pid: int, *, idle: bool) -> None:
-    """Put a spare in SCHED_IDLE, or back to the normal policy before it is handed an
-    attempt. Only root may lift SCHED_IDLE, and it does so from here, so a machine busy with
-    training cannot starve the hand-over; a personal trainqd leaves its spare as it is."""
-    if os.geteuid() != 0:
-        return
-    policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
-    with contextlib.suppress(OSError):  # gone already: the hand-over will notice
-        os.sched_setscheduler(pid, policy, os.sched_param(0))
+@dataclass(frozen=True)
+class Started:
+    """A monitor just started: its pid, and its Popen when trainqd is its parent (started from
+    nothing) and so must reap it; a forked monitor is the fork server's to reap."""
 
-
-Spare = tuple[subprocess.Popen[bytes], socket.socket]
+    pid: int
+    popen: subprocess.Popen[bytes] | None = None
 
 
 class MonitorStarter:
-    """Starts monitors, keeping `spares` warm (see the module's docstring). One is best on
-    a 2-core machine: a second spare's start-up competes for the CPU with the attempts."""
+    """Starts monitors: forked by the fork server, or from nothing when it cannot be had."""
 
-    def __init__(self, spares: int = 1) -> None:
-        self._wanted = spares
-        self._spares: collections.deque[Spare] = collections.deque()
+    def __init__(self, fork_server: bool = True) -> None:
+        self._wanted = fork_server
+        self._server: tuple[subprocess.Popen[bytes], socket.socket] | None = None
 
     @property
-    def spare_pids(self) -> list[int]:
-        """The waiting spares, the next to be handed an attempt first."""
-        return [popen.pid for popen, _ in self._spares]
+    def server_pid(self) -> int | None:
+        return None if self._server is None else self._server[0].pid
 
-    def start(self, launch: Launch) -> tuple[subprocess.Popen[bytes], socket.socket | None]:
-        """The attempt's monitor, and the socket on which it will say that its trainer has
-        started (None for a monitor started cold). Call `refill` after that word (or at
-        once when there is no socket), so the next spare does not slow this start."""
-        while self._spares:  # the oldest first: it has had the longest to warm up
-            popen, sock = self._spares.popleft()
-            if self._hand_over(popen, sock, launch):
-                return popen, sock
-            sock.close()
-        return start_monitor(launch), None
-
-    def _hand_over(
-        self, popen: subprocess.Popen[bytes], sock: socket.socket, launch: Launch
-    ) -> bool:
+    def start_server(self) -> None:
+        """Start the fork server if it is not running (at trainqd's start: its imports are
+        done by the time the first attempt comes)."""
+        if not self._wanted or self._server is not None:
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         try:
-            if popen.poll() is not None:
-                return False
-            _schedule(popen.pid, idle=False)
-            log_fd = _create_log(launch)
+            # Its own errors (rare: it only forks) go to trainqd's stderr, the journal.
+            popen = _popen(monitor_argv(fork_server=True), theirs.fileno(), devnull, 2)
+        except OSError:
+            ours.close()
+            return
+        finally:
+            theirs.close()
+            os.close(devnull)
+        ours.settimeout(SERVER_ANSWER_TIMEOUT)
+        self._server = (popen, ours)
+
+    def start(self, launch: Launch) -> Started:
+        self.start_server()
+        if self._server is not None:
+            pid = self._fork(self._server[1], launch)
+            if pid is not None:
+                return Started(pid)
+            self.close()  # a dead or stuck server: the next attempt gets a new one
+        popen = start_monitor(launch)
+        return Started(popen.pid, popen)
+
+    def _fork(self, server: socket.socket, launch: Launch) -> int | None:
+        """The pid of a monitor forked for `launch`; None if the server did not answer."""
+        log_fd = _create_log(launch)
+        try:
+            launch_fd = _launch_memfd(launch)
             try:
-                launch_fd = _launch_memfd(launch)
-                try:
-                    socket.send_fds(sock, [b"L"], [launch_fd, log_fd])
-                finally:
-                    os.close(launch_fd)
+                socket.send_fds(server, [LAUNCH_MESSAGE], [launch_fd, log_fd])
+                answer = b""
+                while len(answer) < PID.size:
+                    chunk = server.recv(PID.size - len(answer))
+                    if not chunk:
+                        raise ConnectionError("the fork server went away")
+                    answer += chunk
             finally:
-                os.close(log_fd)
-        except (BrokenPipeError, ConnectionError):
-            # The spare died (killed by someone): the log it never opened goes, and another
-            # spare or a cold monitor takes its place.
+                os.close(launch_fd)
+        except OSError:
+            # No monitor has the log yet: it goes, and a monitor from nothing makes its own.
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(launch.attempt_dir, MONITOR_LOG))
-            return False
-        return True
-
-    def refill(self) -> None:
-        while len(self._spares) < self._wanted:
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                popen = _popen(monitor_argv(spare=True), theirs.fileno(), devnull)
-            except OSError:
-                ours.close()
-                return
-            finally:
-                theirs.close()
-                os.close(devnull)
-            # A spare warms up (Python's start, its imports) only on CPU nobody else wants:
-            # it is started right as an attempt begins, and must not slow that start.
-            _schedule(popen.pid, idle=True)
-            self._spares.append((popen, ours))
+            return None
+        finally:
+            os.close(log_fd)
+        pid: int = PID.unpack(answer)[0]
+        return pid
 
     def close(self) -> None:
-        """The spares see EOF and exit; each is reaped here if it already has."""
-        while self._spares:
-            popen, sock = self._spares.popleft()
+        """The server sees EOF and exits (its monitors go on); reaped here if it did."""
+        if self._server is not None:
+            popen, sock = self._server
+            self._server = None
             sock.close()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(timeout=1)
+            if popen.poll() is None:  # stuck: it holds no job, so it may go
+                popen.kill()
+                popen.wait()

@@ -24,7 +24,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from trainqd.monitor import container, handover, procfs
+from trainqd.monitor import container, procfs
 from trainqd.monitor.children import Feeder, poll_report, read_report
 from trainqd.monitor.log import log, log_exception
 from trainqd.monitor.outcome import Ending, Stop, conclude, output_tail
@@ -126,8 +126,6 @@ class Supervisor:
             log(exc.reason)
             self._end_tree()
             return Ending("start_failed", reason=exc.reason)
-        finally:
-            handover.announce_started()
         self.started_at = time.time()
         pidfd = os.pidfd_open(self.trainer_pid)
         log(f"trainer started: pid {self.trainer_pid}")
@@ -324,8 +322,8 @@ class Supervisor:
 
     def _stopped_before_start(self) -> Ending | None:
         """A stop or a time limit that came before the trainer could start."""
-        # trainqd writes the stop file before it signals, so the file alone also counts: a
-        # spare monitor drops signals that came before its launch.
+        # trainqd writes the stop file before it signals, so the file alone also counts: no
+        # stop is lost, whatever became of its signal before the handlers were in place.
         if self.stop_signals or os.path.exists(self.launch.stop_file):
             self.stop_signals = 0
             _, reason = self._read_stop_request()
