@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
 
 import anyio
 import structlog
 
 from trainq.errors import Conflict, InvalidSpec
 from trainq.states import ACTIVE, TERMINAL, JobState, TransitionError
-from trainqd import engine, planner
+from trainqd import engine, plan_inputs, planner
 from trainqd.config import Config
 from trainqd.contract import Assignment
 from trainqd.events import ChangeNotifier
@@ -73,9 +72,7 @@ class Scheduler:
         self._wake = anyio.Event()
         self._supervisor: Supervisor | None = None
         self._usage: tuple[float, list[GpuUsage]] | None = None
-        # What the last plan left: free GPUs, free CPU slots, and the priority of the first
-        # GPU job left waiting (None: none waits). See `submitted`.
-        self._left: tuple[int, int, int | None] = (0, 0, None)
+        self._left = plan_inputs.NOTHING_LEFT  # what the last plan left; see `submitted`
 
     @property
     def supervisor(self) -> Supervisor:
@@ -127,10 +124,17 @@ class Scheduler:
                 self._stop_for_time_limit(job_id, now)
         pending = self.store.jobs([JobState.PENDING])
         active = self.store.jobs(list(ACTIVE))
-        capacity = self._capacity(active, usage if any(j.spec.gpus for j in pending) else None)
+        default_grace = self.config.default_stop_grace_seconds
+        capacity = plan_inputs.capacity(
+            self.devices,
+            active,
+            usage if any(j.spec.gpus for j in pending) else None,
+            self.config.cpu_slots,
+            self.gpus.distance,
+        )
         result = planner.plan(
-            [self._queued(job) for job in pending],
-            [self._running(job) for job in active],
+            [plan_inputs.queued(job, default_grace) for job in pending],
+            [plan_inputs.running(job, self.deadlines.get(job.id), default_grace) for job in active],
             capacity,
             self.limits,
             now,
@@ -138,23 +142,14 @@ class Scheduler:
         self.waiting = result.waiting
         for start in result.starts:
             self._launch(start, time.time())
-        self._left = self._what_is_left(capacity, result, pending)
+        self._left = plan_inputs.left_after(
+            capacity, result, pending, self.store.jobs(list(ACTIVE))
+        )
         candidates = [result.wake_at, *self.deadlines.values()]
         if any(job.spec.gpus for job in pending) and self.devices:
             candidates.append(now + self.config.gpu_rescan_seconds)
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
-
-    def _what_is_left(
-        self, capacity: planner.Capacity, result: planner.Plan, pending: list[JobRow]
-    ) -> tuple[int, int, int | None]:
-        active = self.store.jobs(list(ACTIVE))
-        held = {gpu for job in active for gpu in job.gpus}
-        free_gpus = len(set(capacity.gpus) - capacity.blocked - held)
-        free_slots = capacity.cpu_slots - sum(1 for job in active if not job.gpus)
-        started = {start.job_id for start in result.starts}
-        waiting = [j.priority for j in pending if j.spec.gpus and j.id not in started]
-        return free_gpus, free_slots, max(waiting, default=None)
 
     def submitted(self, job: JobRow) -> None:
         """A new job is queued. Without preemption a submission can start nothing but itself,
@@ -182,45 +177,7 @@ class Scheduler:
         return eng.path, engine.container_name(self.settings.instance, job.id, attempt)
 
     def _grace(self, job: JobRow) -> float:
-        spec_grace = job.spec.stop_grace_seconds
-        return self.config.default_stop_grace_seconds if spec_grace is None else spec_grace
-
-    def _queued(self, job: JobRow) -> planner.QueuedJob:
-        remaining = remaining_runtime(job)
-        return planner.QueuedJob(
-            id=job.id,
-            priority=job.priority,
-            submitted_at=job.created_at,
-            owner_uid=job.owner.uid,
-            gpus=job.spec.gpus,
-            # A job holds its GPUs until its stop's grace is over, not just to its limit.
-            runtime_limit=None if remaining is None else max(0.0, remaining) + self._grace(job),
-            not_before=job.not_before,
-        )
-
-    def _running(self, job: JobRow) -> planner.RunningJob:
-        deadline = self.deadlines.get(job.id)
-        return planner.RunningJob(
-            id=job.id,
-            owner_uid=job.owner.uid,
-            gpus=job.gpus,
-            expected_end=None if deadline is None else deadline + self._grace(job),
-        )
-
-    def _capacity(self, active: Iterable[JobRow], usage: list[GpuUsage] | None) -> planner.Capacity:
-        blocked: set[int] = set()
-        if usage:
-            assigned = {gpu for job in active for gpu in job.gpus}
-            for gpu in usage:
-                # Every process on a GPU no job of ours holds is someone else's.
-                if gpu.index not in assigned and (gpu.pids or gpu.error):
-                    blocked.add(gpu.index)
-        return planner.Capacity(
-            gpus=tuple(sorted(self.devices)),
-            blocked=frozenset(blocked),
-            cpu_slots=self.config.cpu_slots,
-            distance=self.gpus.distance,
-        )
+        return plan_inputs.grace(job, self.config.default_stop_grace_seconds)
 
     # -- starting and ending attempts ----------------------------------------------------
 

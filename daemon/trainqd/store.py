@@ -18,135 +18,26 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainq.errors import NotFound
 from trainq.spec import JobSpec
 from trainq.states import UNFINISHED, JobState, TransitionError, check_transition, sources_of
+from trainqd.rows import (
+    ATTEMPT_COLUMNS,
+    JOB_COLUMNS,
+    AttemptRow,
+    EventRow,
+    JobRow,
+    Owner,
+    attempt_from,
+    event_from,
+    job_from,
+)
 from trainqd.schema import SCHEMA, SCHEMA_VERSION
 
-
-@dataclass(frozen=True)
-class Owner:
-    uid: int
-    gid: int
-    user: str
-
-
-@dataclass(frozen=True)
-class JobRow:
-    id: int
-    name: str | None
-    state: JobState
-    priority: int
-    owner: Owner
-    spec: JobSpec
-    gpus: tuple[int, ...]
-    gpu_uuids: tuple[str, ...]
-    created_at: float
-    started_at: float | None
-    ended_at: float | None
-    failure_reason: str | None
-    stop_reason: str | None
-    not_before: float | None
-    runtime_used: float
-    attempt_count: int
-    lost_count: int
-
-    @property
-    def display_name(self) -> str:
-        return self.name or f"job-{self.id}"
-
-
-@dataclass(frozen=True)
-class AttemptRow:
-    job_id: int
-    number: int
-    gpus: tuple[int, ...]
-    started_at: float
-    ended_at: float | None
-    exit_code: int | None
-    signal: int | None
-    outcome: str | None
-    reason: str | None
-    retried: bool
-    monitor_pid: int | None
-    monitor_start: int | None
-    boot_id: str | None
-
-
-@dataclass(frozen=True)
-class EventRow:
-    id: int
-    time: float
-    job_id: int
-    from_state: JobState | None
-    to_state: JobState
-    reason: str | None
-
-
-_JOB_COLUMNS = (
-    "id, name, state, priority, owner_uid, owner_gid, owner_user, spec, gpus, gpu_uuids,"
-    " created_at, started_at, ended_at, failure_reason, stop_reason, not_before,"
-    " runtime_used, attempt_count, lost_count"
-)
-_ATTEMPT_COLUMNS = (
-    "job_id, number, gpus, started_at, ended_at, exit_code, signal, outcome, reason, retried,"
-    " monitor_pid, monitor_start, boot_id"
-)
-
-
-def _job(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
-    return JobRow(
-        id=row[0],
-        name=row[1],
-        state=JobState(row[2]),
-        priority=row[3],
-        owner=Owner(uid=row[4], gid=row[5], user=row[6]),
-        spec=JobSpec.model_validate_json(row[7]) if spec is None else spec,
-        gpus=tuple(json.loads(row[8])),
-        gpu_uuids=tuple(json.loads(row[9])),
-        created_at=row[10],
-        started_at=row[11],
-        ended_at=row[12],
-        failure_reason=row[13],
-        stop_reason=row[14],
-        not_before=row[15],
-        runtime_used=row[16],
-        attempt_count=row[17],
-        lost_count=row[18],
-    )
-
-
-def _attempt(row: sqlite3.Row) -> AttemptRow:
-    return AttemptRow(
-        job_id=row[0],
-        number=row[1],
-        gpus=tuple(json.loads(row[2])),
-        started_at=row[3],
-        ended_at=row[4],
-        exit_code=row[5],
-        signal=row[6],
-        outcome=row[7],
-        reason=row[8],
-        retried=bool(row[9]),
-        monitor_pid=row[10],
-        monitor_start=row[11],
-        boot_id=row[12],
-    )
-
-
-def _event(row: sqlite3.Row) -> EventRow:
-    return EventRow(
-        id=row[0],
-        time=row[1],
-        job_id=row[2],
-        from_state=None if row[3] is None else JobState(row[3]),
-        to_state=JobState(row[4]),
-        reason=row[5],
-    )
+__all__ = ["AttemptRow", "EventRow", "JobRow", "Owner", "Store", "StoreError"]
 
 
 class StoreError(Exception):
@@ -227,17 +118,17 @@ class Store:
     def _load_unfinished(self) -> None:
         marks = ",".join("?" * len(UNFINISHED))
         for row in self._db.execute(
-            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE state IN ({marks})",
+            f"SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ({marks})",
             [str(s) for s in UNFINISHED],
         ):
-            job = _job(row)
+            job = job_from(row)
             self._unfinished[job.id] = job
 
     def _refresh(self, job_id: int, spec: JobSpec | None = None) -> JobRow:
         """The job's row after a write, kept in memory while it has not ended."""
-        row = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        row = self._db.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
         known = self._unfinished.get(job_id)
-        job = _job(row, spec if known is None else known.spec)
+        job = job_from(row, spec if known is None else known.spec)
         if job.state in UNFINISHED:
             self._unfinished[job_id] = job
         else:
@@ -253,10 +144,10 @@ class Store:
         known = self._unfinished.get(job_id)
         if known is not None:
             return known
-        row = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        row = self._db.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
         if row is None:
             raise NotFound(f"no job {job_id}")
-        return _job(row)
+        return job_from(row)
 
     def jobs(
         self,
@@ -278,13 +169,13 @@ class Store:
         if owner_uid is not None:
             where.append("owner_uid=?")
             args.append(owner_uid)
-        sql = f"SELECT {_JOB_COLUMNS} FROM jobs"
+        sql = f"SELECT {JOB_COLUMNS} FROM jobs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC" if limit else " ORDER BY id"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        rows = [_job(r) for r in self._db.execute(sql, args)]
+        rows = [job_from(r) for r in self._db.execute(sql, args)]
         return sorted(rows, key=lambda j: j.id) if limit else rows
 
     def attempts(self, job_ids: Sequence[int]) -> dict[int, list[AttemptRow]]:
@@ -293,19 +184,19 @@ class Store:
             return out
         marks = ",".join("?" * len(job_ids))
         for row in self._db.execute(
-            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE job_id IN ({marks})"
+            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE job_id IN ({marks})"
             " ORDER BY job_id, number",
             list(job_ids),
         ):
-            out[row[0]].append(_attempt(row))
+            out[row[0]].append(attempt_from(row))
         return out
 
     def attempt(self, job_id: int, number: int) -> AttemptRow | None:
         row = self._db.execute(
-            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE job_id=? AND number=?",
+            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE job_id=? AND number=?",
             (job_id, number),
         ).fetchone()
-        return None if row is None else _attempt(row)
+        return None if row is None else attempt_from(row)
 
     def events_since(
         self, since: int, job_id: int | None = None, limit: int = 1000
@@ -322,7 +213,7 @@ class Store:
                 " WHERE job_id=? AND id>? ORDER BY id LIMIT ?",
                 (job_id, since, limit),
             )
-        return [_event(r) for r in cur]
+        return [event_from(r) for r in cur]
 
     def counts(self) -> dict[str, int]:
         counts = {str(s): 0 for s in JobState}

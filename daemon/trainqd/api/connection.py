@@ -6,30 +6,21 @@ nothing else; a handler's crash costs one 500 and a traceback in the log.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import select
 import socket
 import struct
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from email.utils import formatdate
-from http import HTTPStatus
-from typing import Any
 
 import anyio
 import anyio.lowlevel
 import h11
-import pydantic_core
 from anyio.abc import SocketStream
-from pydantic import BaseModel
 
-from trainq import __version__
 from trainq.errors import InvalidRequest, PayloadTooLarge, TrainqError
 from trainqd.api.http import (
-    JSON_CONTENT_TYPE,
     Caller,
     Request,
     Response,
@@ -38,8 +29,8 @@ from trainqd.api.http import (
     WrongMethod,
     split_target,
 )
+from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
 
-_SERVER = f"trainqd/{__version__}".encode()
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _RECV_SIZE = 65536
 _LINGER_SECONDS = 1.0
@@ -241,7 +232,7 @@ class Connection:
                 await self._send_stream(request, result)
                 return
             response = _checked(result)
-            head, body = _json_response(response.status, response.body, response.headers)
+            head, body = json_response(response.status, response.body, response.headers)
         except _PeerGone:
             raise
         except Exception as exc:
@@ -252,7 +243,7 @@ class Connection:
                 report_error(self.on_error, request, exc)
                 error = _INTERNAL
             extra = [("allow", ", ".join(error.allowed))] if isinstance(error, WrongMethod) else []
-            head, body = _json_response(error.http_status, error.to_wire(), extra)
+            head, body = json_response(error.http_status, error.to_wire(), extra)
         await self._send(self.h11.send(head) + self.h11.send(h11.Data(data=body)) + self._end())
 
     def _end(self) -> bytes:
@@ -263,7 +254,7 @@ class Connection:
         self.reading_request = False  # answered: the request deadline has nothing to add
         if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
-        head, body = _json_response(status, error.to_wire(), [("connection", "close")])
+        head, body = json_response(status, error.to_wire(), [("connection", "close")])
         await self._send(self.h11.send(head) + self.h11.send(h11.Data(data=body)) + self._end())
         await self._linger()
 
@@ -306,11 +297,11 @@ class Connection:
         try:
             head = h11.Response(
                 status_code=response.status,
-                reason=_reason(response.status),
+                reason=reason_phrase(response.status),
                 headers=[
                     (b"content-type", response.content_type.encode("latin-1")),
-                    *_common_headers(),
-                    *_encoded(response.headers),
+                    *common_headers(),
+                    *encoded(response.headers),
                 ],
             )
             await self._send(self.h11.send(head))
@@ -376,49 +367,6 @@ def _as_trainq_error(exc: BaseException) -> TrainqError | None:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc if isinstance(exc, TrainqError) else None
-
-
-def _json_response(
-    status: int, body: BaseModel | dict[str, Any] | list[Any] | None, extra: list[tuple[str, str]]
-) -> tuple[h11.Response, bytes]:
-    # Built (and so validated) before anything is sent: a handler's bad header or unserializable
-    # body becomes a 500 instead of a half-written response.
-    if body is None:
-        payload = b""
-    elif isinstance(body, BaseModel):
-        payload = body.model_dump_json().encode()
-    else:
-        payload = pydantic_core.to_json(body)
-    headers = _common_headers()
-    if status >= 200 and status not in {204, 304}:
-        headers.append((b"content-length", str(len(payload)).encode()))
-    if payload:
-        headers.append((b"content-type", JSON_CONTENT_TYPE.encode()))
-    headers.extend(_encoded(extra))
-    return h11.Response(status_code=status, headers=headers, reason=_reason(status)), payload
-
-
-@functools.cache
-def _reason(status: int) -> bytes:
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
-
-
-def _encoded(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
-    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-
-
-_date_cache: tuple[int, bytes] = (0, b"")
-
-
-def _common_headers() -> list[tuple[bytes, bytes]]:
-    global _date_cache  # noqa: PLW0603 (the formatted date changes once a second)
-    now = int(time.time())
-    if _date_cache[0] != now:
-        _date_cache = (now, formatdate(now, usegmt=True).encode())
-    return [(b"server", _SERVER), (b"date", _date_cache[1])]
 
 
 def _peer_closed(sock: socket.socket) -> bool:

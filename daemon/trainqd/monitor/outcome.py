@@ -14,13 +14,14 @@ its first few kilobytes: the owner cannot make root read, or wait on, anything e
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import stat
 from typing import TYPE_CHECKING
 
 from trainqd.monitor.process import describe_status, exit_code_and_signal
-from trainqd.monitor.records import REASON_CHARS
+from trainqd.monitor.records import REASON_CHARS, read_json
 
 FAILURE_FILE = ("output", "failure")
 # Enough bytes for REASON_CHARS characters of UTF-8, however wide.
@@ -160,3 +161,40 @@ def conclude(status: int, stop: Stop | None, ml_root: str, stderr_fd: int) -> En
         reason = OOM_HINT if said is None else f"{OOM_HINT}\n{said}"
         return Ending("signaled", None, signum, reason)
     return Ending("signaled", None, signum, explain(ml_root, stderr_fd, how))
+
+
+def not_started(cause: str) -> Ending:
+    """An attempt stopped (or interrupted, or out of time) before its trainer started."""
+    if cause == "time_limit":
+        return Ending(
+            "timed_out",
+            reason="time limit reached before the trainer started",
+            stop_reason="time_limit",
+        )
+    if cause == "shutdown":
+        return Ending(
+            "interrupted", reason="interrupted before the trainer started", stop_reason="shutdown"
+        )
+    return Ending("stopped", reason="stopped before the trainer started", stop_reason="user")
+
+
+def read_stop_request(stop_file: str, default_grace: float) -> tuple[float, StopCause]:
+    """The stop file's grace and reason. trainqd writes it before each SIGTERM, so a SIGTERM
+    without one came from elsewhere, in practice the host shutting down: the launch's grace,
+    and "shutdown" (the attempt is interrupted, not stopped)."""
+    try:
+        raw = read_json(stop_file)
+    except (OSError, ValueError):
+        raw = None
+    if not isinstance(raw, dict):
+        return default_grace, "shutdown"
+    asked = _seconds(raw.get("grace_seconds"))
+    cause: StopCause = "time_limit" if raw.get("reason") == "time_limit" else "user"
+    return (default_grace if asked is None else asked), cause
+
+
+def _seconds(value: object) -> float | None:
+    """`value` if it is a usable number of seconds (what a stop file may say), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None

@@ -88,3 +88,13 @@ def exit_code_and_signal(status: int) -> tuple[int | None, int | None]:
     if os.WIFSIGNALED(status):
         return None, os.WTERMSIG(status)
     return os.waitstatus_to_exitcode(status), None
+
+
+def spawn_beside(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Start a helper (an engine command) in its own group, its output discarded but for its
+    errors (the monitor's log); its pid, for the caller to reap."""
+    devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        return spawn(argv, env, stdout=devnull, stderr=2, own_group=True)
+    finally:
+        os.close(devnull)

@@ -239,3 +239,17 @@ def _wait_and_close(pidfds: list[int], timeout: float) -> None:
     finally:
         for fd in pidfds:
             os.close(fd)
+
+
+def has_children() -> bool:
+    """Whether the calling process has any child left (running, or exited and unreaped)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -17,7 +17,6 @@ a killed tree and a record that says what failed.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import select
 import signal
@@ -27,15 +26,21 @@ from typing import TYPE_CHECKING
 from trainqd.monitor import container, procfs
 from trainqd.monitor.children import Feeder, poll_report, read_report
 from trainqd.monitor.log import log, log_exception
-from trainqd.monitor.outcome import Ending, Stop, conclude, output_tail
-from trainqd.monitor.process import describe_status, spawn
+from trainqd.monitor.outcome import (
+    Ending,
+    Stop,
+    conclude,
+    not_started,
+    output_tail,
+    read_stop_request,
+)
+from trainqd.monitor.process import describe_status, spawn_beside
 from trainqd.monitor.records import (
     EXIT_RECORD,
     MONITOR_INFO,
     ExitRecord,
     Launch,
     MonitorInfo,
-    read_json,
     write_record,
 )
 from trainqd.monitor.setup import Prepared, StartFailed, prepare
@@ -148,7 +153,8 @@ class Supervisor:
         # The monitor has a session of its own; a terminal's ^C or hangup is not for jobs.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        # spawn.start_monitor starts us with these blocked, so none was lost before now.
+        # Monitors start with these blocked (spawn.py; a forked one inherits the fork server's
+        # mask), so none was lost before now.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -203,19 +209,7 @@ class Supervisor:
     # -- stopping ------------------------------------------------------------------------
 
     def _read_stop_request(self) -> tuple[float, StopCause]:
-        """The stop file's grace and reason. trainqd writes it before each SIGTERM, so a
-        SIGTERM without one came from elsewhere, in practice the host shutting down: the
-        launch's grace, and "shutdown" (the attempt is interrupted, not stopped)."""
-        grace: float = self.launch.stop_grace_seconds
-        try:
-            raw = read_json(self.launch.stop_file)
-        except (OSError, ValueError):
-            raw = None
-        if not isinstance(raw, dict):
-            return grace, "shutdown"
-        asked = _seconds(raw.get("grace_seconds"))
-        cause: StopCause = "time_limit" if raw.get("reason") == "time_limit" else "user"
-        return (grace if asked is None else asked), cause
+        return read_stop_request(self.launch.stop_file, self.launch.stop_grace_seconds)
 
     def _stop_requested(self) -> None:
         grace, cause = self._read_stop_request()
@@ -237,7 +231,7 @@ class Supervisor:
         if self.engine is None:
             assert self.trainer_pid is not None
             if grace > 0:
-                _signal_group(self.trainer_pid, signal.SIGTERM)
+                procfs.signal_group(self.trainer_pid, signal.SIGTERM)
         else:
             self._helper(container.stop_argv(self.engine, grace), "engine stop")
             self.engine_kill_at = self.kill_at + container.BACKSTOP_SECONDS
@@ -267,7 +261,7 @@ class Supervisor:
         log("grace over: SIGKILL to the trainer's tree")
         self.stop = Stop(self.stop.cause, self.stop.grace, forced=True)
         # The trainer is not reaped before the loop ends, so its group number is still its.
-        _signal_group(self.trainer_pid, signal.SIGKILL)
+        procfs.signal_group(self.trainer_pid, signal.SIGKILL)
         if self.engine is None:
             # Orphans of the trainer are the monitor's children now (subreaper). The feeder
             # is spared: it ends after the trainer, with SIGTERM, removing its FIFOs.
@@ -308,11 +302,7 @@ class Supervisor:
     def _helper(self, argv: list[str], what: str) -> None:
         """Run an engine command beside the loop, never waiting for it."""
         try:
-            devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                pid = spawn(argv, self.launch.env, stdout=devnull, stderr=2, own_group=True)
-            finally:
-                os.close(devnull)
+            pid = spawn_beside(argv, self.launch.env)
         except (OSError, ValueError) as exc:
             log(f"cannot run {what}: {exc}")
             return
@@ -327,15 +317,15 @@ class Supervisor:
         if self.stop_signals or os.path.exists(self.launch.stop_file):
             self.stop_signals = 0
             _, reason = self._read_stop_request()
-            return _not_started(reason)
+            return not_started(reason)
         deadline = self.launch.deadline
         if deadline is not None and time.time() >= deadline:
-            return _not_started("time_limit")
+            return not_started("time_limit")
         return None
 
     def _end_tree(self) -> None:
         """No process of the job outlives it: SIGTERM, a short wait, SIGKILL."""
-        if not _has_children():
+        if not procfs.has_children():
             # As subreaper the monitor is the ancestor of all that is left of the job: with
             # no child at all there is nothing to look for (and a scan of /proc costs ms).
             return
@@ -397,40 +387,6 @@ class Supervisor:
         )
         write_record(os.path.join(self.launch.attempt_dir, EXIT_RECORD), record)
         log(f"exit record: {ending.outcome}")
-
-
-def _seconds(value: object) -> float | None:
-    """`value` if it is a usable number of seconds (what a stop file may say), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
-
-
-def _not_started(reason: str) -> Ending:
-    if reason == "time_limit":
-        return Ending(
-            "timed_out",
-            reason="time limit reached before the trainer started",
-            stop_reason="time_limit",
-        )
-    if reason == "shutdown":
-        return Ending(
-            "interrupted", reason="interrupted before the trainer started", stop_reason="shutdown"
-        )
-    return Ending("stopped", reason="stopped before the trainer started", stop_reason="user")
-
-
-def _has_children() -> bool:
-    try:
-        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return False
-    return True
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _wake_only(signum: int, frame: FrameType | None) -> None:
