@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +196,3 @@ def login_environment(user: str, home: str, shell: str, path: str | None) -> dic
         "PATH": path or "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
     }
-
-
-def channel_names(spec: JobSpec, modes: Sequence[str]) -> list[str]:
-    return [name for name, channel in spec.channels.items() if channel.mode in modes]

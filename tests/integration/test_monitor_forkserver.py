@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from dataclasses import replace
 
+import pytest
 from tests.helpers import wait_for
 from tests.integration.monitor_util import alive, attempt_of, python
 
@@ -14,97 +16,90 @@ from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import StopRequest, write_record
 
 
-def test_forked_monitors_run_their_attempts() -> None:
-    starter = spawn.MonitorStarter()
-    starter.start_server()
+@pytest.fixture
+def starter() -> Iterator[spawn.MonitorStarter]:
+    """A fork server, as trainqd starts it; let go of (and so ended) after the test."""
+    started = spawn.MonitorStarter()
+    started.start_server()
     try:
-        server = starter.server_pid
-        assert server is not None
-        pids = []
-        for n in range(3):
-            with attempt_of(python(f"print('attempt {n}')")) as attempt:
-                started = starter.start(attempt.launch)
-                assert started.popen is None  # the server's child, not ours
-                pids.append(started.pid)
-                stat = procfs.read_stat(started.pid)
-                assert stat is not None
-                assert stat.ppid == server
-                wait_for(lambda a=attempt: a.record() is not None, what="the exit record")
-                record = attempt.record()
-                assert record is not None
-                assert (record.outcome, record.exit_code) == ("exited", 0)
-                assert f"attempt {n}" in attempt.stdout()
-                assert "trainer started" in attempt.monitor_log()
-        assert starter.server_pid == server  # one server for all of them
-        assert len(set(pids)) == 3
-        # The server reaps what it forked: no zombie is left.
-        wait_for(lambda: not procfs.descendants(server, include_zombies=True),
-                 what="the monitors to be reaped")  # fmt: skip
+        yield started
     finally:
-        starter.close()
+        started.close()
 
 
-def test_a_monitor_outlives_the_server_that_forked_it() -> None:
-    starter = spawn.MonitorStarter()
-    starter.start_server()
-    try:
-        code = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
-        with attempt_of(python(code)) as attempt:
-            flag = attempt.root / "release"
-            attempt.launch = replace(attempt.launch, argv=[*attempt.launch.argv, str(flag)])
+def test_forked_monitors_run_their_attempts(starter: spawn.MonitorStarter) -> None:
+    server = starter.server_pid
+    assert server is not None
+    pids = []
+    for n in range(3):
+        with attempt_of(python(f"print('attempt {n}')")) as attempt:
             started = starter.start(attempt.launch)
-            ticks = procfs.start_ticks(started.pid)
-            assert ticks is not None
-            wait_for(lambda: "trainer started" in attempt.monitor_log(), what="the trainer")
-            starter.close()  # as when trainqd stops: the server goes
-            assert alive(started.pid, ticks)
-            flag.touch()
-            wait_for(lambda: attempt.record() is not None, what="the exit record")
+            assert started.popen is None  # the server's child, not ours
+            pids.append(started.pid)
+            stat = procfs.read_stat(started.pid)
+            assert stat is not None
+            assert stat.ppid == server
+            wait_for(lambda a=attempt: a.record() is not None, what="the exit record")
             record = attempt.record()
             assert record is not None
-            assert record.exit_code == 0
-    finally:
-        starter.close()
+            assert (record.outcome, record.exit_code) == ("exited", 0)
+            assert f"attempt {n}" in attempt.stdout()
+            assert "trainer started" in attempt.monitor_log()
+    assert starter.server_pid == server  # one server for all of them
+    assert len(set(pids)) == 3
+    # The server reaps what it forked: no zombie is left.
+    wait_for(lambda: not procfs.descendants(server, include_zombies=True),
+             what="the monitors to be reaped")  # fmt: skip
 
 
-def test_a_dead_server_is_replaced_and_meanwhile_monitors_start_from_nothing() -> None:
-    starter = spawn.MonitorStarter()
-    starter.start_server()
-    try:
-        first = starter.server_pid
-        assert first is not None
-        os.kill(first, signal.SIGKILL)
-        with attempt_of(python("print('cold')")) as attempt:
-            started = starter.start(attempt.launch)
-            attempt.popen = started.popen
-            assert started.popen is not None  # started from nothing, our child
-            assert attempt.wait().exit_code == 0
-            assert "cold" in attempt.stdout()
-        with attempt_of(python("print('forked again')")) as attempt:
-            started = starter.start(attempt.launch)
-            assert started.popen is None
-            assert starter.server_pid not in (None, first)
-            wait_for(lambda: attempt.record() is not None, what="the exit record")
-            assert "forked again" in attempt.stdout()
-    finally:
-        starter.close()
+def test_a_monitor_outlives_the_server_that_forked_it(starter: spawn.MonitorStarter) -> None:
+    code = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
+    with attempt_of(python(code)) as attempt:
+        flag = attempt.root / "release"
+        attempt.launch = replace(attempt.launch, argv=[*attempt.launch.argv, str(flag)])
+        started = starter.start(attempt.launch)
+        ticks = procfs.start_ticks(started.pid)
+        assert ticks is not None
+        wait_for(lambda: "trainer started" in attempt.monitor_log(), what="the trainer")
+        starter.close()  # as when trainqd stops: the server goes
+        assert alive(started.pid, ticks)
+        flag.touch()
+        wait_for(lambda: attempt.record() is not None, what="the exit record")
+        record = attempt.record()
+        assert record is not None
+        assert record.exit_code == 0
 
 
-def test_a_stop_file_written_before_the_start_is_honoured() -> None:
-    starter = spawn.MonitorStarter()
-    starter.start_server()
-    try:
-        with attempt_of(python("print('never')")) as attempt:
-            write_record(attempt.launch.stop_file, StopRequest(grace_seconds=1, reason="user"))
-            starter.start(attempt.launch)
-            wait_for(lambda: attempt.record() is not None, what="the exit record")
-            record = attempt.record()
-            assert record is not None
-            assert record.outcome == "stopped"
-            assert record.started_at is None
-            assert attempt.stdout() == ""
-    finally:
-        starter.close()
+def test_a_dead_server_is_replaced_and_meanwhile_monitors_start_from_nothing(
+    starter: spawn.MonitorStarter,
+) -> None:
+    first = starter.server_pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    with attempt_of(python("print('cold')")) as attempt:
+        started = starter.start(attempt.launch)
+        attempt.popen = started.popen
+        assert started.popen is not None  # started from nothing, our child
+        assert attempt.wait().exit_code == 0
+        assert "cold" in attempt.stdout()
+    with attempt_of(python("print('forked again')")) as attempt:
+        started = starter.start(attempt.launch)
+        assert started.popen is None
+        assert starter.server_pid not in (None, first)
+        wait_for(lambda: attempt.record() is not None, what="the exit record")
+        assert "forked again" in attempt.stdout()
+
+
+def test_a_stop_file_written_before_the_start_is_honoured(starter: spawn.MonitorStarter) -> None:
+    with attempt_of(python("print('never')")) as attempt:
+        write_record(attempt.launch.stop_file, StopRequest(grace_seconds=1, reason="user"))
+        starter.start(attempt.launch)
+        wait_for(lambda: attempt.record() is not None, what="the exit record")
+        record = attempt.record()
+        assert record is not None
+        assert record.outcome == "stopped"
+        assert record.started_at is None
+        assert attempt.stdout() == ""
 
 
 def test_the_server_exits_when_trainqd_lets_go() -> None:

@@ -36,18 +36,22 @@ def exit_now(status: int) -> None:
     os._exit(status)
 
 
-def main() -> int:
+def run_from_stdin() -> int:
+    """The attempt whose launch is on fd 0, from its start to its exit record."""
     try:
-        if FORK_SERVER_FLAG in sys.argv:
-            from trainqd.monitor.forkserver import serve  # noqa: PLC0415 (the server only)
-
-            return serve(0)
-        data = read_launch()
-        launch = Launch.from_json(data)
+        launch = Launch.from_json(read_launch())
     except (OSError, ValueError, TypeError, KeyError) as exc:
         log(f"unusable launch: {type(exc).__name__}: {exc}")
         return 2
     return run(launch)
+
+
+def main() -> int:
+    if FORK_SERVER_FLAG in sys.argv:
+        from trainqd.monitor.forkserver import serve  # noqa: PLC0415 (the server only)
+
+        return serve(0)
+    return run_from_stdin()
 
 
 if __name__ == "__main__":

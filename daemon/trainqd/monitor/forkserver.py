@@ -27,10 +27,8 @@ from typing import TYPE_CHECKING
 # Imported here, before any fork, so that no forked monitor or feeder pays for it.
 from trainqd.monitor import feeder as _feeder  # noqa: F401
 from trainqd.monitor import mlroot as _mlroot  # noqa: F401
-from trainqd.monitor.log import log
-from trainqd.monitor.records import Launch
+from trainqd.monitor.__main__ import run_from_stdin
 from trainqd.monitor.spawn import LAUNCH_MESSAGE, PID
-from trainqd.monitor.supervise import run
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -47,32 +45,15 @@ def _reap(signum: int, frame: FrameType | None) -> None:
             return
 
 
-def read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 16):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def become_monitor(launch_fd: int, log_fd: int) -> int:
-    """In the forked child: the attempt's monitor, from its launch to its exit record."""
+    """In the forked child: the attempt's monitor, as if started with the launch on stdin."""
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
+    for target, fd in ((1, log_fd), (2, log_fd), (0, launch_fd)):
+        os.dup2(fd, target)
     os.close(log_fd)
-    data = read_all(launch_fd)
     os.close(launch_fd)
-    # The launch holds the job's whole environment: no child of the monitor may read it.
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    try:
-        launch = Launch.from_json(data)
-    except (ValueError, TypeError, KeyError) as exc:
-        log(f"unusable launch: {type(exc).__name__}: {exc}")
-        return 2
-    return run(launch)
+    return run_from_stdin()
 
 
 def serve(sock_fd: int) -> int:

@@ -118,8 +118,7 @@ class Started:
 class MonitorStarter:
     """Starts monitors: forked by the fork server, or from nothing when it cannot be had."""
 
-    def __init__(self, fork_server: bool = True) -> None:
-        self._wanted = fork_server
+    def __init__(self) -> None:
         self._server: tuple[subprocess.Popen[bytes], socket.socket] | None = None
 
     @property
@@ -129,7 +128,7 @@ class MonitorStarter:
     def start_server(self) -> None:
         """Start the fork server if it is not running (at trainqd's start: its imports are
         done by the time the first attempt comes)."""
-        if not self._wanted or self._server is not None:
+        if self._server is not None:
             return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
