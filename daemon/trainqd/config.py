@@ -46,6 +46,20 @@ class Config(BaseModel):
     # at any time, and NVML offers no event for that.
     gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # -- the trust boundary (docs/security.md) --
+    # Capabilities a container job keeps; every other one is dropped (`--cap-drop=all`).
+    container_capabilities: list[str] = Field(default_factory=list)
+    # Image references users may run: fnmatch patterns over the whole reference. Registry
+    # references and local images only: transports such as oci-archive:, dir: or
+    # docker-archive: are refused unless a pattern names them.
+    allowed_images: list[str] = Field(default_factory=lambda: ["*"])
+    # The API's connections: a global cap that one user cannot fill (each uid gets at most
+    # `max_connections_per_user` of it), streams (`logs -f`, events) per uid, and how long an
+    # idle keep-alive connection is kept.
+    max_connections: Annotated[int, Field(ge=8, le=65536)] = 1024
+    max_connections_per_user: Annotated[int, Field(ge=1, le=65536)] = 64
+    max_streams_per_user: Annotated[int, Field(ge=1, le=65536)] = 16
+    idle_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
 
     @field_validator("socket", "state_dir")
     @classmethod

@@ -31,6 +31,7 @@ ENGINE_TIMEOUT = 60
 # take each other's names and remove each other's containers. They take turns on this lock.
 ENGINE_LOCK = Path("/run/trainq-containers.lock")
 ENGINE_LOCK_WAIT = 900
+_turns_held = 0  # engine_turn's depth in this process
 
 
 def install_hint(what: str) -> str:
@@ -68,7 +69,17 @@ def attempt_log(daemon: Daemon, job_id: int, attempt: int = 1) -> str:
 @contextlib.contextmanager
 def engine_turn() -> Iterator[None]:
     """Hold ENGINE_LOCK (exclusive) for as long as the block runs, once the session before
-    has let go of it."""
+    has let go of it. Re-entrant within a process: tests/containers and tests/security each
+    declare the session's engine fixture, and a second flock of this process's own would
+    wait for the first forever."""
+    global _turns_held  # noqa: PLW0603 (one count per process, as the lock is)
+    if _turns_held:
+        _turns_held += 1
+        try:
+            yield
+        finally:
+            _turns_held -= 1
+        return
     fd = os.open(ENGINE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
 
@@ -81,7 +92,11 @@ def engine_turn() -> Iterator[None]:
 
         wait_for(acquired, timeout=ENGINE_LOCK_WAIT, interval=0.2,
                  what=f"another session to let go of {ENGINE_LOCK}")  # fmt: skip
-        yield
+        _turns_held = 1
+        try:
+            yield
+        finally:
+            _turns_held = 0
     finally:
         os.close(fd)
 
