@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from tests.helpers import wait_for
+from trainqd.monitor import cgroup
 
 BIN = Path(sys.executable).parent
 TRAINQD = str(BIN / "trainqd")
@@ -220,6 +221,14 @@ def kill_all_jobs(daemon: Daemon) -> None:
         if marker.encode() in env or marker.encode() in cmdline or log.startswith(marker):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(proc_dir.name), signal.SIGKILL)
+    # And what is left in its attempts' cgroups (a process that shed the marks), then those.
+    with contextlib.suppress(cgroup.Unavailable, OSError):
+        tree = cgroup.subtree(str(daemon.state_dir / "jobs"))
+        for name in os.listdir(tree):
+            path = os.path.join(tree, name)
+            if os.path.isdir(path):
+                cgroup.kill(path, 5)
+                cgroup.remove(path)
 
 
 def trainer(name: str) -> str:

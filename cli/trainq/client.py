@@ -12,6 +12,11 @@ because a training run may stay quiet for hours. Connecting always has a time li
 Errors come back as trainq's own classes (`trainq.errors.from_wire`), so the CLI's exit
 status follows the daemon's verdict; a socket nobody answers on is `DaemonUnreachable` with a
 line that says how to start the daemon.
+
+A busy daemon (a `busy` 503: the caller holds its share of connections or streams, or the
+daemon all it serves; or a listen backlog too full to connect) did nothing with the request,
+so it is sent again with growing pauses for up to `busy_retry_seconds` before the error
+stands.
 """
 
 from __future__ import annotations
@@ -20,26 +25,32 @@ import contextlib
 import errno
 import json as jsonlib
 import os
+import random
 import socket
 import stat
-from collections.abc import Generator, Iterator, Mapping
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 import h11
 
 from trainq import __version__
-from trainq.errors import DaemonUnreachable, Forbidden, Unavailable, from_wire
+from trainq.errors import Busy, DaemonUnreachable, Forbidden, Unavailable, from_wire
 
 CONNECT_TIMEOUT = 5.0
+BUSY_RETRY_SECONDS = 3.0
+_FIRST_PAUSE = 0.05
+_LONGEST_PAUSE = 0.5
 RESPONSE_TIMEOUT = 60.0
 RECV_SIZE = 64 * 1024
 UNIX_PATH_MAX = 108  # sun_path, its terminating NUL included
 START_HINT = "Is it running? Start it with `trainqd` (or `systemctl start trainqd`)."
 
 QueryValue = str | int | float | bool | None
+T = TypeVar("T")
 
 
 def build_target(path: str, query: Mapping[str, QueryValue] | None = None) -> str:
@@ -112,7 +123,7 @@ def connect_error(socket_path: Path, exc: OSError, timeout: float | None = None)
             f"{where}: connection refused (a socket left by a daemon that exited). {START_HINT}"
         )
     if exc.errno == errno.EAGAIN:  # a unix socket's backlog is full
-        return DaemonUnreachable(f"{where}: it is too busy to accept connections; try again")
+        return Busy(f"{where}: it is too busy to accept connections; try again")
     if len(os.fsencode(socket_path)) >= UNIX_PATH_MAX:
         return DaemonUnreachable(
             f"{where}: the path is too long for a unix socket (at most {UNIX_PATH_MAX - 1} bytes)"
@@ -254,10 +265,28 @@ class Client:
         *,
         connect_timeout: float = CONNECT_TIMEOUT,
         response_timeout: float | None = RESPONSE_TIMEOUT,
+        busy_retry_seconds: float = BUSY_RETRY_SECONDS,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.connect_timeout = connect_timeout
         self.response_timeout = response_timeout
+        self.busy_retry_seconds = busy_retry_seconds
+
+    def _retrying_busy(self, attempt: Callable[[], T]) -> T:
+        """`attempt()`, again after a pause each time the daemon is busy, until
+        `busy_retry_seconds` have passed; then its Busy error stands."""
+        give_up_at = time.monotonic() + self.busy_retry_seconds
+        pause = _FIRST_PAUSE
+        while True:
+            try:
+                return attempt()
+            except Busy:
+                left = give_up_at - time.monotonic()
+                if left <= 0:
+                    raise
+            # Jittered, so clients turned away together do not all come back together.
+            time.sleep(min(left, pause * random.uniform(0.5, 1.0)))  # noqa: S311 (not crypto)
+            pause = min(pause * 2, _LONGEST_PAUSE)
 
     def request(
         self,
@@ -272,10 +301,13 @@ class Client:
         Raises the error the daemon's answer stands for when the status is 400 or more.
         """
         body = None if json is None else jsonlib.dumps(json).encode()
+        return self._retrying_busy(lambda: self._request(method, build_target(path, query), body))
+
+    def _request(self, method: str, target: str, body: bytes | None) -> tuple[int, Any]:
         exchange = _Exchange(self.socket_path, self.connect_timeout)
         try:
             exchange.sock.settimeout(self.response_timeout)
-            exchange.send(method, build_target(path, query), body)
+            exchange.send(method, target, body)
             response = exchange.response_head()
             data = b"".join(exchange.body_chunks())
         finally:
@@ -293,10 +325,13 @@ class Client:
         The answer's head is read before this returns, so a refused request raises here,
         not at the first chunk. No time limit applies once the answer has begun.
         """
+        return self._retrying_busy(lambda: self._stream(method, build_target(path, query)))
+
+    def _stream(self, method: str, target: str) -> ResponseStream:
         exchange = _Exchange(self.socket_path, self.connect_timeout)
         try:
             exchange.sock.settimeout(self.response_timeout)
-            exchange.send(method, build_target(path, query), None)
+            exchange.send(method, target, None)
             response = exchange.response_head()
             headers = _headers(response)
             error_body = b"".join(exchange.body_chunks()) if response.status_code >= 400 else None

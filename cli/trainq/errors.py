@@ -8,8 +8,10 @@
     ├── MethodNotAllowed    405  method_not_allowed  exit 2
     ├── Conflict            409  conflict            exit 6  the job's state forbids it
     ├── PayloadTooLarge     413  payload_too_large   exit 2
-    └── Unavailable         503  unavailable         exit 7  shutting down
-        └── DaemonUnreachable    (client only)       exit 7  no daemon behind the socket
+    ├── Unavailable         503  unavailable         exit 7  shutting down
+    │   ├── Busy            503  busy                exit 7  over a fair share; retried
+    │   └── DaemonUnreachable    (client only)       exit 7  no daemon behind the socket
+    └── DiskFull            507  disk_full           exit 8  no room left to record it
 
 On the wire an error is `{"error": {"code": "...", "message": "..."}}`; `from_wire` turns it
 back into the same class on the client, so the CLI's exit status follows the server's verdict.
@@ -33,6 +35,7 @@ class ExitCode(enum.IntEnum):
     FORBIDDEN = 5
     CONFLICT = 6
     UNAVAILABLE = 7  # the daemon is not running or is shutting down
+    DISK_FULL = 8  # the daemon's disk is full: nothing was changed
 
 
 class TrainqError(Exception):
@@ -94,8 +97,23 @@ class Unavailable(TrainqError):
     exit_code = ExitCode.UNAVAILABLE
 
 
+class Busy(Unavailable):
+    """The caller holds its share of connections or streams (or the daemon all it serves);
+    nothing was done, so the request may be sent again."""
+
+    code = "busy"
+
+
 class DaemonUnreachable(Unavailable):
     """Raised by the client only: nothing answers on the socket."""
+
+
+class DiskFull(TrainqError):
+    """The daemon could not record the change (its disk is full); nothing was changed."""
+
+    code = "disk_full"
+    http_status = 507
+    exit_code = ExitCode.DISK_FULL
 
 
 _BY_CODE: dict[str, type[TrainqError]] = {
@@ -110,6 +128,8 @@ _BY_CODE: dict[str, type[TrainqError]] = {
         Conflict,
         PayloadTooLarge,
         Unavailable,
+        Busy,
+        DiskFull,
     )
 }
 

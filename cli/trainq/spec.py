@@ -16,6 +16,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -50,6 +52,9 @@ MAX_HP_VALUE = 2500
 MAX_HP_JSON = 32 * 1024
 MAX_ENV_VALUE = 64 * 1024
 MAX_ENV_TOTAL = 512 * 1024
+# A container gets the job's variables in an --env-file, which the engines read a line at a
+# time into a 64 KiB buffer; no value of them ever goes on a command line (docs/security.md).
+ENV_FILE_LINE_LIMIT = 64 * 1024 - 1
 
 TRANSIENT_EXIT_CODES = (6, 134, 11, 139)
 
@@ -77,7 +82,9 @@ class _Strict(BaseModel):
 
 
 ChannelMode = Literal["File", "Pipe", "FastFile"]
-ExitStatus = Annotated[int, Field(ge=1, le=255)]
+# Numbers are numbers: "2" or true where a count is asked for is a mistake to report, not
+# to guess at. A float field takes an integer too, never a boolean or a string.
+ExitStatus = Annotated[StrictInt, Field(ge=1, le=255)]
 
 
 class ChannelSpec(_Strict):
@@ -88,8 +95,8 @@ class ChannelSpec(_Strict):
     content_type: Annotated[str, Field(max_length=256)] | None = None
     record_wrapper: Literal["None", "RecordIO"] = "None"
     compression: Literal["None", "Gzip"] = "None"
-    shuffle_seed: int | None = None
-    epochs: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    shuffle_seed: StrictInt | None = None
+    epochs: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
 
     @field_validator("source")
     @classmethod
@@ -118,21 +125,21 @@ class JobSpec(_Strict):
     """A training job as submitted. Exactly one of `command` and `image`."""
 
     name: str | None = None
-    priority: Annotated[int, Field(ge=-10_000, le=10_000)] = 0
-    gpus: Annotated[int, Field(ge=0, le=1024)] = 0
+    priority: Annotated[StrictInt, Field(ge=-10_000, le=10_000)] = 0
+    gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
     command: Annotated[list[str], Field(min_length=1, max_length=4096)] | None = None
     image: str | None = None
     engine: Literal["docker", "podman"] | None = None
     network: Literal["none", "host", "bridge"] | None = None
     run_as_root: bool = False
     working_dir: str | None = None
-    max_runtime_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86400)] | None = None
-    stop_grace_seconds: Annotated[float, Field(ge=0, le=86400)] | None = None
-    max_retries: Annotated[int, Field(ge=0, le=100)] = 3
+    max_runtime_seconds: Annotated[StrictInt, Field(ge=1, le=10 * 365 * 86400)] | None = None
+    stop_grace_seconds: Annotated[StrictFloat, Field(ge=0, le=86400)] | None = None
+    max_retries: Annotated[StrictInt, Field(ge=0, le=100)] = 3
     retry_exit_codes: Annotated[list[ExitStatus], Field(max_length=255)] = Field(
         default_factory=lambda: list(TRANSIENT_EXIT_CODES)
     )
-    retry_backoff_seconds: Annotated[float, Field(ge=0, le=3600)] = 2.0
+    retry_backoff_seconds: Annotated[StrictFloat, Field(ge=0, le=3600)] = 2.0
     hyperparameters: dict[str, str] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     channels: dict[str, ChannelSpec] = Field(default_factory=dict)
@@ -177,6 +184,11 @@ class JobSpec(_Strict):
         for key, raw in value.items():
             if not isinstance(key, str) or not key or len(key) > MAX_HP_KEY:
                 raise ValueError(f"hyperparameter names must be 1-{MAX_HP_KEY} characters")
+            # Each becomes a variable name, SM_HP_<NAME>: nothing that could end or split it.
+            if "=" in key or any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+                raise ValueError(
+                    f"hyperparameter name {key!r} may not contain '=' or a control character"
+                )
             if not isinstance(raw, str | bool | int | float):
                 raise ValueError(
                     f"hyperparameter {key!r} must be a string, number or boolean, "
@@ -238,6 +250,18 @@ class JobSpec(_Strict):
                     raise ValueError(f"{key} applies to container jobs (with 'image') only")
             if self.run_as_root:
                 raise ValueError("run_as_root applies to container jobs (with 'image') only")
+        else:
+            for key, text in self.environment.items():
+                if "\n" in text or "\r" in text:
+                    raise ValueError(
+                        f"environment variable {key} of a container job may not contain a "
+                        "line break (pass such a value in a file)"
+                    )
+                if len(key) + 1 + len(text.encode()) > ENV_FILE_LINE_LIMIT:
+                    raise ValueError(
+                        f"environment variable {key} of a container job is longer than "
+                        f"{ENV_FILE_LINE_LIMIT} bytes with its name"
+                    )
         return self
 
     @property

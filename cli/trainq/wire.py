@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from trainq.spec import JobSpec
 from trainq.states import JobState
@@ -80,7 +80,7 @@ class JobList(_Wire):
 
 class StopRequest(_Wire):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    grace_seconds: float | None = Field(default=None, ge=0, le=86400)
+    grace_seconds: StrictFloat | None = Field(default=None, ge=0, le=86400)
 
 
 class GpuRecord(_Wire):

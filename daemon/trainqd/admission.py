@@ -1,6 +1,7 @@
 """What a spec must satisfy on this host before it is queued (the checks the spec model
-cannot make alone): GPUs the host has, an installed engine, paths the submitter can read,
-and who may run an image as root. Each refusal is one line naming what to change.
+cannot make alone): GPUs the host has, an installed engine, images the configuration
+allows, paths the submitter can read, and who may run an image as root. Each refusal is one
+line naming what to change.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from trainq.spec import JobSpec
 from trainqd.access import check_job_paths
 from trainqd.engine import EngineName, find_engine
 from trainqd.identity import Authorizer, account
+from trainqd.image_policy import check_image
 from trainqd.store import Owner
 
 
@@ -20,6 +22,7 @@ class HostFacts:
     gpu_backend: str  # nvml | fake | none
     gpu_count: int
     default_engine: EngineName | None
+    allowed_images: tuple[str, ...] = ("*",)
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -39,6 +42,7 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
     check_gpus(spec, host)
     if spec.image is not None:
         find_engine(spec.engine, host.default_engine)
+        check_image(spec.image, host.allowed_images)
         if spec.run_as_root and not authorizer.is_admin(uid):
             raise Forbidden(
                 "run_as_root runs the image as root on this host's files; only root or the "

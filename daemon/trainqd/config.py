@@ -20,6 +20,18 @@ from trainq.paths import SYSTEM_CONFIG, default_daemon_socket, default_state_dir
 from trainq.spec import describe_validation_error
 
 GPU_SPEC_RE = re.compile(r"^(auto|nvml|none|fake:[1-9][0-9]*|fake:/.+)$")
+# Linux's capabilities (capabilities(7)), the names `--cap-add` takes with or without CAP_.
+CAPABILITIES = frozenset(
+    {
+        "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+        "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST",
+        "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO",
+        "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+        "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
+        "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
+        "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
+    }
+)  # fmt: skip
 
 
 class ConfigError(Exception):
@@ -60,6 +72,18 @@ class Config(BaseModel):
     max_connections_per_user: Annotated[int, Field(ge=1, le=65536)] = 64
     max_streams_per_user: Annotated[int, Field(ge=1, le=65536)] = 16
     idle_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # How long a client may take to send a whole request (and a new connection its first
+    # one): a request dribbled in byte by byte is cut off with a 408.
+    request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+
+    @field_validator("container_capabilities")
+    @classmethod
+    def _capabilities(cls, value: list[str]) -> list[str]:
+        # Passed to `--cap-add`, one by one: never "ALL", which would undo `--cap-drop=all`.
+        for name in value:
+            if name.removeprefix("CAP_") not in CAPABILITIES:
+                raise ValueError(f"{name!r} is not a capability name such as CAP_SYS_PTRACE")
+        return value
 
     @field_validator("socket", "state_dir")
     @classmethod

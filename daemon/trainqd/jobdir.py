@@ -1,10 +1,11 @@
 """Where a job's files live on the host, and who owns them.
 
     <state>/jobs/<id>/                   trainqd's (0755)
-    <state>/jobs/<id>/ml/                the ml root: the owner's (0750), laid out by the monitor
+    <state>/jobs/<id>/ml/                the ml root: the owner's (0700), laid out by the monitor
     <state>/jobs/<id>/attempts/          trainqd's (0755)
-    <state>/jobs/<id>/attempts/<n>/      the monitor's: the owner's for a subprocess job; root's
-                                         with the owner's group for a container job (0750):
+    <state>/jobs/<id>/attempts/<n>/      the monitor's: the owner's for a subprocess job (0700);
+                                         root's for a container job (0700, and readable by the
+                                         owner through an ACL where the filesystem has them):
                                          stdout, stderr, monitor.log, monitor.json, exit.json,
                                          env (a container's --env-file)
     <state>/jobs/<id>/attempts/<n>.stop  trainqd's stop request to that monitor
@@ -12,13 +13,31 @@
 trainqd only ever creates directories here, each inside one of its own, and hands them over
 with chown before anyone else can write to them; it never writes inside a directory a job's
 owner controls (the monitor does that, as the owner).
+
+A job's files are its owner's alone (and root's): users often share a primary group, so no
+directory of a job grants its group anything, and whatever the trainer creates inside, with
+whatever umask, stays out of other users' reach.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("trainqd.jobdir")
+
+# The kernel's binary form of a POSIX access ACL (linux/posix_acl_xattr.h): a version, then
+# (tag, permissions, id) entries sorted by tag.
+_ACL_XATTR = "system.posix_acl_access"
+_ACL_VERSION = 2
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+_ACL_UNDEFINED_ID = 0xFFFFFFFF
+_RWX, _RX, _NONE = 7, 5, 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,10 @@ class JobDirs:
         except FileExistsError:
             if path.is_symlink() or not path.is_dir():
                 raise RuntimeError(f"{path} exists and is not a directory") from None
+            # Made by an older trainqd with looser modes: tightened. (Safe to follow: every
+            # directory here sits in one of trainqd's own, which no owner can rename into.)
+            if self._as_root and os.stat(path).st_mode & 0o777 != mode:
+                os.chmod(path, mode)
             return
         os.chmod(path, mode)  # mkdir's mode is filtered by the umask
         if self._as_root and uid is not None:
@@ -65,14 +88,40 @@ class JobDirs:
     ) -> AttemptPaths:
         job_dir = self.job_dir(job_id)
         self._mkdir(job_dir, 0o755, None, None)
-        self._mkdir(job_dir / "ml", 0o750, owner_uid, owner_gid)
+        self._mkdir(job_dir / "ml", 0o700, owner_uid, owner_gid)
         self._mkdir(job_dir / "attempts", 0o755, None, None)
         attempt = self.attempt_dir(job_id, number)
         if attempt.exists():
             # A launch that died before its monitor ran leaves the directory: start clean.
             _discard(attempt)
-        self._mkdir(attempt, 0o750, owner_uid if monitor_is_owner else 0, owner_gid)
+        if monitor_is_owner:
+            self._mkdir(attempt, 0o700, owner_uid, owner_gid)
+        else:
+            # A root monitor writes here (the container's env file among others), so the
+            # directory stays root's; its owner may still read their logs where they are.
+            self._mkdir(attempt, 0o700, 0, 0)
+            if self._as_root:
+                self._let_owner_read(attempt, owner_uid)
         return AttemptPaths(job_dir, job_dir / "ml", attempt, self.stop_file(job_id, number))
+
+    def _let_owner_read(self, path: Path, uid: int) -> None:
+        entries = (
+            (_ACL_USER_OBJ, _RWX, _ACL_UNDEFINED_ID),
+            (_ACL_USER, _RX, uid),
+            (_ACL_GROUP_OBJ, _NONE, _ACL_UNDEFINED_ID),
+            (_ACL_MASK, _RX, _ACL_UNDEFINED_ID),
+            (_ACL_OTHER, _NONE, _ACL_UNDEFINED_ID),
+        )
+        acl = struct.pack("<I", _ACL_VERSION) + b"".join(
+            struct.pack("<HHI", tag, perm, ident) for tag, perm, ident in entries
+        )
+        try:
+            os.setxattr(path, _ACL_XATTR, acl, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.ENOTSUP):
+                raise
+            # Without ACLs the owner reads a container job's logs through `trainq logs` only.
+            log.info("no ACLs on the state dir's filesystem: attempt dirs are root's alone")
 
 
 def _discard(path: Path) -> None:

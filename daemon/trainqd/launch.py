@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from trainqd import contract, engine
 from trainqd.contract import CONTAINER_BASE, Assignment
 from trainqd.identity import Account
+from trainqd.image_policy import check_image
 from trainqd.jobdir import AttemptPaths
+from trainqd.monitor import mounts
 from trainqd.monitor.records import (
     ContainerLaunch,
     Credentials,
@@ -28,6 +30,9 @@ class LaunchSettings:
     default_engine: engine.EngineName | None
     real_gpus: bool  # GPUs come from NVML (devices to pass to containers), not simulated
     instance: str  # this trainqd's state, in its containers' names
+    # The administrator's: capabilities a container keeps, images a user may run.
+    container_capabilities: tuple[str, ...] = ()
+    allowed_images: tuple[str, ...] = ("*",)
 
 
 def remaining_runtime(job: JobRow) -> float | None:
@@ -159,19 +164,25 @@ def _container_launch(at: Attempt, common: dict[str, object]) -> Launch:
         gpus=passed,
         host_ml_root=str(paths.ml_root),
     )
-    # An --env-file holds one short variable a line; the rare value with a newline, or one too
-    # long for the engine's line buffer, goes on the command line instead, intact.
-    multiline = {k: v for k, v in env.items() if not engine.fits_env_file(k, v)}
+    # Settled again at the start: the configuration may have changed since the submit.
+    check_image(spec.image, settings.allowed_images)
+    # No value on the engine's command line (engine.py says why and how).
+    in_file, from_client = engine.split_environment(env)
     env_file = str(paths.attempt_dir / "env")
-    _write_env_file(env_file, {k: v for k, v in env.items() if k not in multiline})
-    mounts = [engine.Mount(str(paths.ml_root), CONTAINER_BASE, read_only=False)]
+    _write_env_file(env_file, in_file)
+    # A root trainqd's engine mounts the binds that the monitor makes (monitor/mounts.py).
+    staged = os.geteuid() == 0
+    attempt_dir = str(paths.attempt_dir)
+    ml_source = mounts.ml_root_source(attempt_dir) if staged else str(paths.ml_root)
+    binds = [engine.Mount(ml_source, CONTAINER_BASE, read_only=False)]
     for name, ch in spec.channels.items():
         if ch.mode not in FILE_MODES:
             continue
         target = f"{CONTAINER_BASE}/input/data/{name}"
         if not os.path.isdir(ch.source):
             target += "/" + os.path.basename(ch.source.rstrip("/"))
-        mounts.append(engine.Mount(ch.source, target, read_only=True))
+        source = mounts.channel_source(attempt_dir, name) if staged else ch.source
+        binds.append(engine.Mount(source, target, read_only=True))
     name = engine.container_name(settings.instance, job.id, attempt)
     argv = engine.run_argv(
         eng,
@@ -184,19 +195,17 @@ def _container_launch(at: Attempt, common: dict[str, object]) -> Launch:
         user=None if spec.run_as_root else (account.uid, account.gid),
         groups=account.groups,
         env_file=env_file,
-        mounts=mounts,
+        mounts=binds,
         network=spec.network,
         gpu_uuids=gpus.uuids,
         real_gpus=settings.real_gpus,
+        capabilities=settings.container_capabilities,
+        passed_env=list(from_client),
     )
-    if multiline:
-        where = argv.index("--env-file")
-        extra = [arg for k, v in multiline.items() for arg in ("--env", f"{k}={v}")]
-        argv[where:where] = extra
     return Launch(
         runtime="container",
         argv=argv,
-        env=dict(os.environ),
+        env=engine.client_environment(dict(os.environ), from_client),
         cwd="/",
         container=ContainerLaunch(engine=eng.name, engine_path=eng.path, name=name),
         file_channels=_file_channels(job, "mountpoint"),

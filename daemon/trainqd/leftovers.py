@@ -1,24 +1,54 @@
-"""Clean up after an attempt whose monitor vanished (DESIGN §5: no orphan survives a job).
+"""Clean up after an attempt whose monitor vanished: no process outlives its job.
 
-Without its monitor, an attempt's processes are found by the variables every one of them
-inherits (TRAINQ_JOB_DIR, TRAINQ_JOB_ID and TRAINQ_ATTEMPT in the initial environment, which
-/proc keeps; the job's directory tells this daemon's job 1 from another daemon's on the same
-host), and its container by the name trainqd gave it. Both are killed before the job is tried
-again, so the retry never shares its GPUs with the attempt it replaces.
+Without its monitor, an attempt's processes are found by its cgroup (monitor/cgroup.py),
+which no process of the job can leave, whatever it did to its session, parentage or
+environment. Where cgroups are not to be had, by the variables every one of them inherits
+(TRAINQ_JOB_DIR, TRAINQ_JOB_ID and TRAINQ_ATTEMPT in the initial environment, which /proc
+keeps; the job's directory tells this daemon's job 1 from another daemon's on the same
+host): a process that cleared its environment and left the tree escapes that search, which
+is why the cgroup comes first. Its container is found by the name trainqd gave it. All are
+killed before the job is tried again, so the retry never shares its GPUs with the attempt it
+replaces.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 
 import psutil
 import structlog
 
+from trainqd.monitor import cgroup
+from trainqd.monitor.mounts import release as release_mounts
 from trainqd.monitor.procfs import read_stat
 
 log = structlog.get_logger("trainqd.leftovers")
+
+CGROUP_KILL_WAIT = 30.0
+
+
+def end_attempt_cgroup(ml_root: str, job_id: int, attempt: int) -> int:
+    """Kill whatever is left in an ended attempt's cgroup and remove it; how many processes
+    were still there. A no-op where there is no such cgroup (no root, no v2 tree)."""
+    try:
+        path = cgroup.attempt_path(ml_root, job_id, attempt)
+    except cgroup.Unavailable:
+        return 0
+    left = cgroup.members(path)
+    if left:
+        survivors = cgroup.kill(path, CGROUP_KILL_WAIT)
+        if survivors:
+            log.error(
+                "processes of an ended attempt would not die",
+                job_id=job_id,
+                attempt=attempt,
+                pids=survivors,
+            )
+    cgroup.remove(path)
+    return len(left)
 
 
 def attempt_processes(ml_root: str, job_id: int, attempt: int) -> list[psutil.Process]:
@@ -50,6 +80,11 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(_running(p.pid) for p in procs):
         time.sleep(0.01)
+    if container is not None and os.geteuid() == 0:
+        # The binds its vanished monitor made for the engine (monitor/mounts.py).
+        attempt_dir = os.path.join(os.path.dirname(ml_root), "attempts", str(attempt))
+        for problem in release_mounts(attempt_dir):
+            log.warning("stale mount of a lost attempt", job_id=job_id, problem=problem)
     if container is not None:
         engine_path, name = container
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
@@ -59,14 +94,17 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
                 timeout=60,
                 check=False,
             )
-    if procs:
+    # Last, once the engine has stopped the container: the cgroup holds the engine's own
+    # helpers (podman's conmon), without which it could not stop it cleanly.
+    in_cgroup = end_attempt_cgroup(ml_root, job_id, attempt)
+    if procs or in_cgroup:
         log.warning(
             "killed leftovers of a lost attempt",
             job_id=job_id,
             attempt=attempt,
-            processes=len(procs),
+            processes=len(procs) + in_cgroup,
         )
-    return len(procs)
+    return len(procs) + in_cgroup
 
 
 def _running(pid: int) -> bool:

@@ -11,6 +11,7 @@ trainqd takes them over.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import functools
 import os
@@ -26,11 +27,16 @@ import anyio
 import structlog
 
 from trainq import __version__
-from trainqd import logs, sdnotify
+from trainqd import cgroups, logs, sdnotify
 from trainqd.api.http import Router
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
 from trainqd.api.openapi import build_openapi
-from trainqd.api.server import serve
+from trainqd.api.quotas import (
+    descriptors_needed,
+    fit_to_descriptors,
+    raise_open_files_limit,
+)
+from trainqd.api.server import ServerLimits, serve
 from trainqd.config import Config, ConfigError, load_config
 from trainqd.events import ChangeNotifier
 from trainqd.gpus import open_backend
@@ -78,8 +84,11 @@ def lock_state_dir(state_dir: Path) -> int:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
         raise StartupError(f"another trainqd (pid {holder}) is already using {state_dir}") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    # The pid only names the holder in the message above: a full disk must not stop the start.
+    pid = f"{os.getpid()}\n".encode()
+    with contextlib.suppress(OSError):
+        os.pwrite(fd, pid.ljust(32), 0)
+        os.ftruncate(fd, len(pid))
     return fd
 
 
@@ -147,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"trainqd: {exc}", file=sys.stderr)
             return EX_CONFIG
+        if cgroups.announce(str(config.jobs_dir)):
+            cleanup.callback(cgroups.release, str(config.jobs_dir))
         scheduler = Scheduler(
             config=config,
             store=store,
@@ -174,7 +185,11 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as tg:
             await tg.start(scheduler.run)
-            await tg.start(functools.partial(serve, sock, router, on_error=_log_api_error))
+            await tg.start(
+                functools.partial(
+                    serve, sock, router, limits=_server_limits(config), on_error=_log_api_error
+                )
+            )
             sdnotify.notify("READY=1", f"STATUS=serving on {config.socket}")
             log.info(
                 "trainqd ready",
@@ -192,6 +207,25 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any) -> None:
                 sdnotify.notify("STOPPING=1", "STATUS=shutting down")
                 tg.cancel_scope.cancel()
                 break
+
+
+def _server_limits(config: Config) -> ServerLimits:
+    """The API server's limits from the configuration, its global cap lowered to what the
+    process's descriptors allow (their soft limit raised as far as needed first)."""
+    wanted = ServerLimits(
+        request_timeout=config.request_timeout_seconds,
+        keepalive_timeout=config.idle_timeout_seconds,
+        max_connections=config.max_connections,
+        max_connections_per_user=min(config.max_connections_per_user, config.max_connections),
+        max_streams_per_user=config.max_streams_per_user,
+    )
+    limits = fit_to_descriptors(wanted, raise_open_files_limit(descriptors_needed(wanted)))
+    if limits != wanted:
+        log.warning(
+            "too few open files allowed for max_connections; serving fewer",
+            max_connections=limits.max_connections,
+        )
+    return limits
 
 
 def _log_api_error(request: Any, exc: BaseException) -> None:

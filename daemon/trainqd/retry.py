@@ -4,7 +4,7 @@ Defaults follow AI Platform Training (reference/ai-platform-training-lifecycle.t
 (exit 6, or 134 from a container) and SIGSEGV (11, or 139) look transient and are retried up
 to 3 times; other errors, out-of-memory kills and stops are permanent. A trainer built on the
 SageMaker training toolkit exits 1 and writes `ExitCode N` into its failure file, so the real
-code is read from there.
+code is read from there; `ExitCode -N` there is a death by signal N.
 
 An attempt whose monitor vanished without a record (the machine rebooted, someone killed the
 monitor) is "lost", one the host's shutdown ended is "interrupted": that is the host's
@@ -81,8 +81,17 @@ class RetryPolicy:
         if ended.exit_code in self.transient_codes:
             return f"exit status {ended.exit_code}"
         toolkit = TOOLKIT_EXIT_CODE.search(ended.reason or "")
-        if toolkit and int(toolkit.group(1)) in self.transient_codes:
-            return f"ExitCode {toolkit.group(1)} in the failure file"
+        if toolkit is None:
+            return None
+        code = int(toolkit.group(1))
+        if code < 0:
+            # The toolkit reports its user script's death by signal N as `ExitCode -N`
+            # (Python's subprocess convention): the signal rules apply, not the exit codes.
+            if self.transient_signal(-code):
+                return f"killed by {signal_name(-code)} (ExitCode {code} in the failure file)"
+            return None
+        if code in self.transient_codes:
+            return f"ExitCode {code} in the failure file"
         return None
 
     def decide(self, ended: Ended, history: Sequence[Ended]) -> Decision:

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
+
 from trainq import __version__
-from trainq.errors import InvalidRequest
+from trainq.errors import InvalidRequest, NotFound
 from trainq.spec import JobSpec
 from trainq.states import UNFINISHED, JobState
 from trainq.wire import (
@@ -23,11 +25,19 @@ from trainq.wire import (
     StopRequest,
 )
 from trainqd.admission import HostFacts, admit
-from trainqd.api.http import QueryParam, Request, Response, Route, StreamResponse
+from trainqd.api.http import (
+    INT64_MAX,
+    QueryParam,
+    Request,
+    Response,
+    Route,
+    StreamResponse,
+    decimal,
+)
 from trainqd.leftovers import job_of_process
 from trainqd.scheduler import Scheduler
 from trainqd.store import JobRow, Store
-from trainqd.streams import event_lines, log_chunks
+from trainqd.streams import check_logs, event_lines, log_chunks
 from trainqd.views import job_record
 
 
@@ -59,15 +69,19 @@ class Api:
 
     def _job_id(self, request: Request) -> int:
         text = request.params["id"]
-        if not text.isdigit():
+        job_id = decimal(text)
+        if job_id is None or job_id < 0:
             raise InvalidRequest(f"a job id is a number, not {text!r}")
-        return int(text)
+        if job_id > INT64_MAX:  # beyond any id the database can hold
+            raise NotFound(f"no job {text}")
+        return job_id
 
     def host(self) -> HostFacts:
         return HostFacts(
             gpu_backend=self.scheduler.gpus.kind,
             gpu_count=len(self.scheduler.devices),
             default_engine=self.scheduler.config.default_engine,
+            allowed_images=tuple(self.scheduler.config.allowed_images),
         )
 
     # -- handlers ------------------------------------------------------------------------
@@ -129,6 +143,10 @@ class Api:
         if stream not in ("stdout", "stderr", "both"):
             raise InvalidRequest("query parameter 'stream' must be stdout, stderr or both")
         attempt = request.query_int("attempt", None, min=1, max=max(1, job.attempt_count))
+        if attempt or job.attempt_count:  # a log the owner made a FIFO or a link: one line
+            await anyio.to_thread.run_sync(
+                check_logs, self.scheduler.dirs, job_id, attempt or job.attempt_count, stream
+            )
         chunks = log_chunks(
             self.store,
             self.scheduler.dirs,

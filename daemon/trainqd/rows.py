@@ -4,6 +4,7 @@ table becomes one. The column lists here and the schema (schema.py) go together.
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import dataclass
 
@@ -81,6 +82,25 @@ ATTEMPT_COLUMNS = (
 )
 
 
+# Every time read back is one that JSON and datetime can represent: a row written by an
+# older trainqd from a hostile exit record (1e300, inf) must not break every listing.
+_LAST_TIME = 253402300799.0  # 9999-12-31T23:59:59Z, datetime's last second
+
+
+def _when(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return min(max(float(value), 0.0), _LAST_TIME)
+
+
+def _when_known(value: float) -> float:
+    return _when(value) or 0.0
+
+
+def _seconds(value: float) -> float:
+    return float(value) if math.isfinite(value) and value >= 0 else 0.0
+
+
 def job_from(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
     return JobRow(
         id=row[0],
@@ -91,13 +111,13 @@ def job_from(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
         spec=JobSpec.model_validate_json(row[7]) if spec is None else spec,
         gpus=tuple(json.loads(row[8])),
         gpu_uuids=tuple(json.loads(row[9])),
-        created_at=row[10],
-        started_at=row[11],
-        ended_at=row[12],
+        created_at=_when_known(row[10]),
+        started_at=_when(row[11]),
+        ended_at=_when(row[12]),
         failure_reason=row[13],
         stop_reason=row[14],
-        not_before=row[15],
-        runtime_used=row[16],
+        not_before=_when(row[15]),
+        runtime_used=_seconds(row[16]),
         attempt_count=row[17],
         lost_count=row[18],
     )
@@ -108,8 +128,8 @@ def attempt_from(row: sqlite3.Row) -> AttemptRow:
         job_id=row[0],
         number=row[1],
         gpus=tuple(json.loads(row[2])),
-        started_at=row[3],
-        ended_at=row[4],
+        started_at=_when_known(row[3]),
+        ended_at=_when(row[4]),
         exit_code=row[5],
         signal=row[6],
         outcome=row[7],
@@ -124,7 +144,7 @@ def attempt_from(row: sqlite3.Row) -> AttemptRow:
 def event_from(row: sqlite3.Row) -> EventRow:
     return EventRow(
         id=row[0],
-        time=row[1],
+        time=_when_known(row[1]),
         job_id=row[2],
         from_state=None if row[3] is None else JobState(row[3]),
         to_state=JobState(row[4]),

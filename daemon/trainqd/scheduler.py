@@ -18,7 +18,7 @@ import time
 import anyio
 import structlog
 
-from trainq.errors import Conflict, InvalidSpec
+from trainq.errors import Conflict, DiskFull, InvalidSpec
 from trainq.states import ACTIVE, TERMINAL, JobState, TransitionError
 from trainqd import engine, plan_inputs, planner
 from trainqd.config import Config
@@ -28,11 +28,12 @@ from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.identity import Authorizer, account, job_account
 from trainqd.jobdir import JobDirs
 from trainqd.launch import Attempt, LaunchSettings, build_launch, remaining_runtime
-from trainqd.leftovers import kill_attempt
+from trainqd.leftovers import end_attempt_cgroup, kill_attempt
 from trainqd.monitor.records import ExitRecord
 from trainqd.outcomes import settle, time_limit_reason
 from trainqd.store import JobRow, Store
 from trainqd.supervisor import Supervisor, read_exit_record, read_monitor_info
+from trainqd.unrecorded import FIRST_PAUSE, Backlog
 
 log = structlog.get_logger("trainqd.scheduler")
 
@@ -62,6 +63,8 @@ class Scheduler:
             default_engine=config.default_engine,
             real_gpus=gpus.kind == "nvml",
             instance=store.instance,
+            container_capabilities=tuple(config.container_capabilities),
+            allowed_images=tuple(config.allowed_images),
         )
         self.limits = planner.Limits(
             max_running_jobs_per_user=config.max_running_jobs_per_user,
@@ -73,6 +76,8 @@ class Scheduler:
         self._supervisor: Supervisor | None = None
         self._usage: tuple[float, list[GpuUsage]] | None = None
         self._left = plan_inputs.NOTHING_LEFT  # what the last plan left; see `submitted`
+        self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
+        self._launch_retry_at: float | None = None  # a launch the full disk refused
 
     @property
     def supervisor(self) -> Supervisor:
@@ -119,6 +124,9 @@ class Scheduler:
 
     def tick(self, now: float, usage: list[GpuUsage] | None = None) -> float | None:
         """Enforce due time limits, plan, start; return when to plan again at the latest."""
+        for end in self.unrecorded.due(now):
+            self._settle(end.job_id, end.number, end.record)
+        self._launch_retry_at = None
         for job_id, deadline in list(self.deadlines.items()):
             if deadline <= now:
                 self._stop_for_time_limit(job_id, now)
@@ -141,11 +149,20 @@ class Scheduler:
         )
         self.waiting = result.waiting
         for start in result.starts:
-            self._launch(start, time.time())
+            try:
+                self._launch(start, time.time())
+            except DiskFull:  # the job waits, PENDING, until its start can be recorded
+                log.warning("disk full: a job's start is put off", job_id=start.job_id)
+                self._launch_retry_at = now + FIRST_PAUSE
         self._left = plan_inputs.left_after(
             capacity, result, pending, self.store.jobs(list(ACTIVE))
         )
-        candidates = [result.wake_at, *self.deadlines.values()]
+        candidates = [
+            result.wake_at,
+            *self.deadlines.values(),
+            self.unrecorded.next_due(),
+            self._launch_retry_at,
+        ]
         if any(job.spec.gpus for job in pending) and self.devices:
             candidates.append(now + self.config.gpu_rescan_seconds)
         due = [c for c in candidates if c is not None]
@@ -216,9 +233,6 @@ class Scheduler:
                 now,
             )
             monitor = self.supervisor.start(launch, paths.attempt_dir, paths.stop_file)
-            self.store.record_monitor(
-                job.id, number, monitor.pid, monitor.start_ticks, self.supervisor.boot_id
-            )
         except Exception as exc:  # any failure to start is this attempt's, never the daemon's
             bound.exception("could not start the attempt")
             self._settle(
@@ -234,14 +248,21 @@ class Scheduler:
                 ),
             )
             return
+        try:
+            self.store.record_monitor(
+                job.id, number, monitor.pid, monitor.start_ticks, self.supervisor.boot_id
+            )
+        except DiskFull:  # the trainer runs: a later trainqd finds its monitor in monitor.json
+            bound.warning("disk full: the monitor's pid is not recorded", monitor=monitor.pid)
         if launch.deadline is not None:
             self.deadlines[job.id] = launch.deadline
         bound.info("started", gpus=list(start.gpus), monitor=monitor.pid)
 
     async def _attempt_ended(self, job_id: int, number: int, record: ExitRecord | None) -> None:
-        if record is None:
-            # The monitor died without a word (killed, crashed): what it supervised may live
-            # on, and must be gone before the job runs again on those GPUs.
+        if record is None or record.outcome == "lost":
+            # The monitor died without a word (killed, crashed) or left a record that cannot
+            # be trusted: what it supervised may live on, and must be gone before the job runs
+            # again on those GPUs.
             job = self.store.get(job_id)
             await anyio.to_thread.run_sync(
                 kill_attempt,
@@ -249,6 +270,12 @@ class Scheduler:
                 job_id,
                 number,
                 self._container(job, number),
+            )
+        else:
+            # The monitor has ended the cgroup itself, unless it could not (monitor/cgroup.py):
+            # nothing of the attempt may outlive it, and its cgroup is root's to remove.
+            await anyio.to_thread.run_sync(
+                end_attempt_cgroup, str(self.dirs.ml_root(job_id)), job_id, number
             )
         self._settle(job_id, number, record)
 
@@ -275,8 +302,16 @@ class Scheduler:
                 **result.job_fields,
             )
         except TransitionError as exc:
+            self.unrecorded.recorded(job_id)
             log.exception("attempt end not applied", job_id=job_id, attempt=number, error=str(exc))
             return
+        except DiskFull:
+            # Kept and written again later; meanwhile the job stays RUNNING in the database,
+            # so it keeps its GPUs and is not launched again (unrecorded.py).
+            log.warning("disk full: an attempt's end is kept to record later", job_id=job_id)
+            self.unrecorded.keep(job_id, number, record, now)
+            return
+        self.unrecorded.recorded(job_id)
         log.info(
             "attempt ended",
             job_id=job_id,
@@ -324,11 +359,15 @@ class Scheduler:
     def _stop_for_time_limit(self, job_id: int, now: float) -> None:
         self.deadlines.pop(job_id, None)
         job = self.store.get(job_id)
-        if job.state != JobState.RUNNING:
+        if job.state != JobState.RUNNING or job_id in self.unrecorded:
             return
-        self.store.transition(
-            job_id, JobState.STOPPING, now, "time limit", stop_reason=time_limit_reason(job)
-        )
+        try:
+            self.store.transition(
+                job_id, JobState.STOPPING, now, "time limit", stop_reason=time_limit_reason(job)
+            )
+        except DiskFull:  # due again at the next tick
+            self.deadlines[job_id] = now + FIRST_PAUSE
+            return
         self.supervisor.request_stop(job_id, self._grace(job), "time_limit", None)
         self.notifier.notify()
 
@@ -342,11 +381,8 @@ class Scheduler:
                 log.error("active job without an open attempt", job_id=job.id)
                 continue
             attempt_dir = self.dirs.attempt_dir(job.id, number)
-            record = read_exit_record(attempt_dir)
-            if record is not None:
-                log.info("attempt ended while trainqd was down", job_id=job.id, attempt=number)
-                self._settle(job.id, number, record)
-                continue
+            # A live monitor is watched again whatever its directory holds: an exit record is
+            # only the monitor's word once the monitor has ended (the trainer could write one).
             pid, start, boot = attempt.monitor_pid, attempt.monitor_start, attempt.boot_id
             if pid is None:
                 info = read_monitor_info(attempt_dir)
@@ -369,10 +405,15 @@ class Scheduler:
                     self.deadlines[job.id] = attempt.started_at + remaining
                 log.info("re-attached", job_id=job.id, attempt=number, monitor=pid)
                 continue
-            # The monitor may have written its record just before it went away.
-            record = read_exit_record(attempt_dir)
+            record = read_exit_record(attempt_dir, job.id, number)
             if record is None:
+                log.info("attempt lost while trainqd was down", job_id=job.id, attempt=number)
+            else:
+                log.info("attempt ended while trainqd was down", job_id=job.id, attempt=number)
+            if record is None or record.outcome == "lost":
                 kill_attempt(
                     str(self.dirs.ml_root(job.id)), job.id, number, self._container(job, number)
                 )
+            else:
+                end_attempt_cgroup(str(self.dirs.ml_root(job.id)), job.id, number)
             self._settle(job.id, number, record)

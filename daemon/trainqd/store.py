@@ -1,4 +1,4 @@
-"""The SQLite store of jobs, attempts and events (DESIGN §3, §7).
+"""The SQLite store of jobs, attempts and events (docs/architecture.md).
 
 One connection, used only from the event loop's thread: statements are short, and a commit
 is one fsync of the WAL (~0.25 ms here), which is what "on disk before it is acknowledged"
@@ -17,11 +17,11 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from trainq.errors import NotFound
+from trainq.errors import DiskFull, NotFound
 from trainq.spec import JobSpec
 from trainq.states import UNFINISHED, JobState, TransitionError, check_transition, sources_of
 from trainqd.rows import (
@@ -37,11 +37,20 @@ from trainqd.rows import (
 )
 from trainqd.schema import SCHEMA, SCHEMA_VERSION
 
-__all__ = ["AttemptRow", "EventRow", "JobRow", "Owner", "Store", "StoreError"]
+__all__ = ["AttemptRow", "EventRow", "JobRow", "Owner", "Store", "StoreError", "is_disk_full"]
 
 
 class StoreError(Exception):
     """The database cannot be used (corrupt, newer schema, unwritable)."""
+
+
+DISK_FULL_MESSAGE = "trainqd's disk is full, so nothing was changed; try again once there is room"
+
+
+def is_disk_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL: a write found no room (the disk, or the filesystem's quota)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_FULL
 
 
 class Store:
@@ -63,6 +72,8 @@ class Store:
             store = cls(conn)
             store._migrate()
             store._load_unfinished()
+        except DiskFull as exc:
+            raise StoreError(f"{path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{path}: {exc}") from None
         except OSError as exc:
@@ -105,13 +116,27 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+        """One write transaction. A full disk fails it as DiskFull (the caller's 507), with
+        nothing changed: the database and the jobs in memory stay as they were."""
         try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(DISK_FULL_MESSAGE) from None
             raise
-        self._db.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        # A failed COMMIT may have rolled back already; a ROLLBACK that fails as well (the
+        # disk again) leaves nothing more to undo.
+        if self._db.in_transaction:
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     # -- the jobs not yet ended, in memory ------------------------------------------------
 

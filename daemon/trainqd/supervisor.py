@@ -3,27 +3,33 @@
 A monitor is watched through a pidfd (readable once it exits), whether trainqd started it or
 found it alive after a restart; pid numbers alone could have been reused, so a monitor found
 again is trusted only if its start time and the boot id match what was recorded. How the
-attempt ended comes from the monitor's exit record; no record means the attempt was lost.
+attempt ended comes from the monitor's exit record; no record, or one that cannot be
+trusted, means the attempt was lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup
 
+from trainq.errors import DiskFull
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
     EXIT_RECORD,
     MONITOR_INFO,
+    REASON_CHARS,
     ExitRecord,
     Launch,
     MonitorInfo,
@@ -33,6 +39,7 @@ from trainqd.monitor.records import (
     parse_monitor_info,
     read_json,
 )
+from trainqd.store import DISK_FULL_MESSAGE
 
 log = structlog.get_logger("trainqd.supervisor")
 
@@ -51,20 +58,30 @@ class Monitor:
     pidfd: int | None = field(default=None, repr=False)
 
 
-def read_exit_record(attempt_dir: Path) -> ExitRecord | None:
+def read_exit_record(attempt_dir: Path, job_id: int, attempt: int) -> ExitRecord | None:
+    """How the attempt ended, from its monitor's record; None if there is none. The record
+    lies where the job's owner may write, so one trainqd cannot accept (a link, a FIFO,
+    overflowing numbers, another attempt's) ends the attempt as lost, with the reason."""
     try:
         raw = read_json(str(attempt_dir / EXIT_RECORD))
-        return None if raw is None else parse_exit_record(raw)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("unreadable exit record", path=str(attempt_dir), error=str(exc))
-        return None
+        return None if raw is None else parse_exit_record(raw, job_id, attempt)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        log.warning("unreadable exit record", job_id=job_id, attempt=attempt, error=str(exc))
+        return ExitRecord(
+            job_id,
+            attempt,
+            "lost",
+            None,
+            time.time(),
+            reason=f"the attempt's exit record was unreadable: {exc}"[:REASON_CHARS],
+        )
 
 
 def read_monitor_info(attempt_dir: Path) -> MonitorInfo | None:
     try:
         raw = read_json(str(attempt_dir / MONITOR_INFO))
         return None if raw is None else parse_monitor_info(raw)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
 
 
@@ -137,24 +154,27 @@ class Supervisor:
         if monitor.popen is not None:
             monitor.popen.wait()  # it has exited: this only reaps it
         self.monitors.pop(monitor.job_id, None)
-        record = read_exit_record(monitor.attempt_dir)
-        if record is not None and (record.job_id, record.attempt) != (
-            monitor.job_id,
-            monitor.attempt,
-        ):
-            log.warning("exit record of another attempt", job_id=monitor.job_id)
-            record = None
+        record = read_exit_record(monitor.attempt_dir, monitor.job_id, monitor.attempt)
         await self._on_end(monitor.job_id, monitor.attempt, record)
 
     def request_stop(
-        self, job_id: int, grace: float, reason: str, requested_by: int | None
+        self,
+        job_id: int,
+        grace: float,
+        reason: Literal["user", "time_limit"],
+        requested_by: int | None,
     ) -> bool:
         """Ask the job's monitor to stop its trainer; False if no monitor is watched."""
         monitor = self.monitors.get(job_id)
         if monitor is None:
             return False
-        request = StopRequest(grace_seconds=grace, reason=reason, requested_by=requested_by)  # type: ignore[arg-type]
-        atomic_write_json(str(monitor.stop_file), request.__dict__)
+        request = StopRequest(grace_seconds=grace, reason=reason, requested_by=requested_by)
+        try:
+            atomic_write_json(str(monitor.stop_file), request.__dict__)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # asking again later will do
+                raise DiskFull(DISK_FULL_MESSAGE) from None
+            raise
         with contextlib.suppress(ProcessLookupError):
             if monitor.pidfd is not None:  # cannot reach a process that reused the pid
                 signal.pidfd_send_signal(monitor.pidfd, signal.SIGTERM)

@@ -18,7 +18,9 @@ def ts(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def attempt_record(row: AttemptRow, container: str | None = None) -> AttemptRecord:
+def attempt_record(
+    row: AttemptRow, container: str | None = None, *, reveal: bool = True
+) -> AttemptRecord:
     return AttemptRecord(
         number=row.number,
         gpus=list(row.gpus),
@@ -28,7 +30,7 @@ def attempt_record(row: AttemptRow, container: str | None = None) -> AttemptReco
         signal=row.signal,
         signal_name=None if row.signal is None else signal_name(row.signal),
         outcome=row.outcome,
-        reason=row.reason,
+        reason=visible_reason(row.reason, reveal),
         retried=row.retried,
         container=container,
     )
@@ -45,6 +47,17 @@ def pending_reason(job: JobRow, waiting: str | None, now: float) -> str | None:
 
 
 HIDDEN = "<hidden>"
+# What other users read instead of a failure's details: an attempt's reason is often the tail
+# of the trainer's stderr, where tokens and paths end up.
+REDACTED_REASON = "details visible to the owner"
+
+
+def visible_reason(reason: str | None, reveal: bool) -> str | None:
+    """A failure's reason as a caller may see it: the owner and admins read it whole, every
+    other user learns only that there is one."""
+    if reveal or reason is None:
+        return reason
+    return REDACTED_REASON
 
 
 def visible_spec(spec: JobSpec, reveal: bool) -> JobSpec:
@@ -79,10 +92,11 @@ def job_record(
             attempt_record(
                 a,
                 None if job.spec.image is None else container_name(instance, job.id, a.number),
+                reveal=reveal,
             )
             for a in attempts
         ],
-        failure_reason=job.failure_reason,
+        failure_reason=visible_reason(job.failure_reason, reveal),
         stop_reason=job.stop_reason,
         pending_reason=pending_reason(job, waiting, time.time()),
         next_attempt_at=ts(job.not_before) if pending else None,

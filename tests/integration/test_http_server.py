@@ -674,10 +674,119 @@ def test_a_half_closed_client_still_gets_the_whole_stream(server: Harness) -> No
     assert b'{"tick": 1}\n' in reply
 
 
+# -- fair shares ----------------------------------------------------------------------------
+
+SHARES = ServerLimits(max_connections=8, max_connections_per_user=3, max_streams_per_user=1)
+
+
+def assert_busy(reply: bytes) -> None:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503 "), reply
+    assert b"connection: close" in head.lower()
+    assert error_of(body)["code"] == "busy"
+
+
+def test_a_connection_over_the_users_share_is_told_busy_at_once() -> None:
+    with running_server(SHARES) as server:
+        held = [server.raw() for _ in range(3)]  # connected, never saying a word
+        try:
+            with server.raw() as fourth:
+                started = time.monotonic()
+                assert_busy(read_to_eof(fourth))  # without sending anything: no waiting on it
+                assert time.monotonic() - started < 1
+            held.pop().close()
+            # A share given back is taken again (the server notices the close at once).
+            wait_for(lambda: not read_busy(server), timeout=5, what="the freed connection")
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def read_busy(server: Harness) -> bool:
+    with server.raw() as sock:
+        sock.sendall(get("/v1/echo/1", "Connection: close\r\n"))
+        return read_to_eof(sock).startswith(b"HTTP/1.1 503 ")
+
+
+def test_root_has_a_reserve_beyond_the_global_cap() -> None:
+    # The test runs as root, whose connections may go one user's share past the global cap.
+    limits = ServerLimits(max_connections=2, max_connections_per_user=3)
+    with running_server(limits) as server:
+        held = [server.raw() for _ in range(3)]
+        try:
+            for sock in held:
+                assert ask(sock, get("/v1/echo/1"))[0] == 200
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_a_stream_over_the_users_share_is_busy_and_the_first_one_goes_on() -> None:
+    with running_server(SHARES) as server:
+        probe = server.probe("one")
+        server.probe("two")
+        with server.raw() as first, server.raw() as second:
+            first.sendall(get("/v1/streams/one?n=1000"))
+            wait_for(probe.opened.is_set, timeout=5)
+            second.sendall(get("/v1/streams/two?n=3"))
+            reply = read_to_eof(second)
+            assert_busy(reply)
+            assert b"streams" in reply
+            assert not server.toy.probes["two"].opened.is_set()
+            server.release(probe)
+        wait_for(probe.closed.is_set, timeout=5, what="the first stream to end")
+        # Its share is back once the first stream has ended.
+        third = server.probe("three")
+        with server.client() as client, client.stream("GET", "/v1/streams/three?n=1") as r:
+            assert r.status_code == 200
+            assert json.loads(next(r.iter_lines())) == {"tick": 0}
+            server.release(third)
+
+
+def test_head_is_answered_like_get_without_a_body(server: Harness) -> None:
+    with server.raw() as sock:
+        sock.sendall(b"HEAD /v1/echo/7 HTTP/1.1\r\nHost: t\r\n\r\n" + get("/v1/echo/8"))
+        with sock.makefile("rb") as stream:
+            status, headers, _ = read_response_to_head(stream)
+            assert status == 200
+            assert int(headers["content-length"]) > 0  # what GET would send, not sent
+            status, _, body = read_response(stream)  # the next answer follows at once
+            assert status == 200
+            assert json.loads(body)["id"] == "8"
+    with server.raw() as sock:
+        sock.sendall(b"HEAD /v1/nowhere HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        reply = read_to_eof(sock)
+        assert reply.startswith(b"HTTP/1.1 404 ")
+        assert reply.endswith(b"\r\n\r\n")
+    probe = server.probe("h")
+    with server.raw() as sock:
+        sock.sendall(b"HEAD /v1/streams/h HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        reply = read_to_eof(sock)
+        assert reply.startswith(b"HTTP/1.1 200 ")
+        assert reply.endswith(b"\r\n\r\n")
+    assert not probe.opened.is_set()
+    assert server.errors == []
+
+
+def read_response_to_head(stream: BinaryIO) -> tuple[int, dict[str, str], bytes]:
+    """A HEAD's answer: the status line and headers, never a body."""
+    status_line = stream.readline()
+    headers: dict[str, str] = {}
+    while (line := stream.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line.split()[1]), headers, b""
+
+
 # -- load and shutdown ----------------------------------------------------------------------
 
 
-def test_many_concurrent_connections(server: Harness) -> None:
+def test_many_concurrent_connections() -> None:
+    with running_server(ServerLimits(max_connections_per_user=200)) as server:
+        many_concurrent_connections(server)
+
+
+def many_concurrent_connections(server: Harness) -> None:
     socks = [server.raw() for _ in range(100)]
     try:
         for n, sock in enumerate(socks):

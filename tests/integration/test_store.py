@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from trainq.errors import NotFound
+from trainq.errors import DiskFull, NotFound
 from trainq.spec import JobSpec
 from trainq.states import JobState, TransitionError
 from trainqd.store import Owner, Store, StoreError
@@ -139,3 +142,57 @@ def test_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     (tmp_path / "db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="db:"):
         Store.open(tmp_path / "db")
+
+
+def test_times_that_json_cannot_carry_are_never_read_back(store: Store) -> None:
+    """A row written by an older trainqd from a forged exit record (1e300, inf) reads back
+    as times a listing can show."""
+    job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+    store.begin_attempt(job.id, (0,), ("u0",), 2.0)
+    store._db.execute("UPDATE attempts SET ended_at=1e300, started_at=-5 WHERE job_id=?", (job.id,))
+    store._db.execute(
+        "UPDATE jobs SET ended_at=?, runtime_used=? WHERE id=?",
+        (float("inf"), float("inf"), job.id),
+    )
+    attempt = store.attempts([job.id])[job.id][0]
+    assert attempt.ended_at == 253402300799.0
+    assert attempt.started_at == 0.0
+    row = store.jobs()[0]
+    assert (row.ended_at, row.runtime_used) == (None, 0.0)
+
+
+def submit_until_refused(store: Store) -> DiskFull:
+    for _ in range(1000):  # until the WAL needs a page more than the disk has
+        try:
+            store.submit(JobSpec(command=["true"]), OWNER, 2.0)
+        except DiskFull as exc:
+            return exc
+    raise AssertionError("the disk never filled")
+
+
+def test_a_full_disk_changes_nothing_and_is_told_as_disk_full(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        store = Store.open(disk / "trainq.db")
+        kept = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+        filler = disk / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, bytes(4096))
+        os.close(fd)
+        assert "disk is full" in submit_until_refused(store).message
+        assert store.get(kept.id).state == JobState.PENDING  # reads work
+        store.close()
+        store = Store.open(disk / "trainq.db")  # and so does opening it again
+        count = len(store.jobs())
+        filler.unlink()
+        store.submit(JobSpec(command=["true"]), OWNER, 3.0)  # room again: writes work
+        assert len(store.jobs()) == count + 1
+        store.close()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

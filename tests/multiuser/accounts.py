@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SETUP_LOCK = Path("/run/trainq-tests-multiuser.setup.lock")
 IN_USE_LOCK = Path("/run/trainq-tests-multiuser.in-use.lock")
@@ -84,6 +85,17 @@ class User:
             text=True,
             timeout=timeout,
             check=False,
+        )
+
+    def popen(self, argv: Sequence[str], **kw: Any) -> subprocess.Popen[Any]:
+        """Start `argv` as this user with all their credentials, without waiting for it."""
+        return subprocess.Popen(
+            list(argv),
+            user=self.uid,
+            group=self.gid,
+            extra_groups=list(self.groups),
+            env=self.env(kw.pop("env", None)),
+            **kw,
         )
 
 

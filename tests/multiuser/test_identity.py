@@ -72,7 +72,7 @@ def test_the_job_dir_and_everything_in_it_belong_to_the_submitter(
     ml_root = Path(done["job_dir"])
     attempt = ml_root.parent / "attempts" / "1"
     assert owner_of(ml_root) == (alice.uid, alice.gid)
-    assert stat.S_IMODE(ml_root.stat().st_mode) == 0o750
+    assert stat.S_IMODE(ml_root.stat().st_mode) == 0o700  # not even her group's
     for path in (
         ml_root / "input" / "config" / "hyperparameters.json",
         ml_root / "model" / "model.txt",

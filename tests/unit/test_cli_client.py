@@ -11,7 +11,8 @@ import os
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ from tests.apistub import ApiStub, Reply, Seen
 
 from trainq.client import Client, QueryValue, build_target, iter_lines
 from trainq.errors import (
+    Busy,
     Conflict,
     DaemonUnreachable,
+    ExitCode,
     Forbidden,
     NotFound,
     TrainqError,
@@ -209,3 +212,71 @@ def test_hang_up_mid_answer(stub: ApiStub) -> None:
 def _raise_after(chunk: bytes) -> Iterator[bytes]:
     yield chunk
     raise OSError("the daemon died")  # the stub closes without ending the chunked body
+
+
+BUSY = {"error": {"code": "busy", "message": "you already hold 64 connections to trainqd"}}
+
+
+def busy_first(times: int, then: Reply) -> Callable[[Seen], Reply]:
+    answered = [0]
+
+    def reply(_seen: Seen) -> Reply:
+        answered[0] += 1
+        return Reply(503, BUSY) if answered[0] <= times else then
+
+    return reply
+
+
+def test_a_busy_daemon_is_asked_again(stub: ApiStub) -> None:
+    stub.on("GET", "/v1/jobs", busy_first(2, Reply(body={"jobs": []})))
+    status, body = Client(stub.socket_path).request("GET", "/v1/jobs")
+    assert (status, body) == (200, {"jobs": []})
+    assert len(stub.requests_to("/v1/jobs")) == 3
+
+
+def test_a_busy_stream_is_asked_again(stub: ApiStub) -> None:
+    stub.on("GET", "/v1/events", busy_first(1, Reply(chunks=iter([b"{}\n"]))))
+    with Client(stub.socket_path).stream("GET", "/v1/events") as stream:
+        assert b"".join(stream) == b"{}\n"
+    assert len(stub.requests_to("/v1/events")) == 2
+
+
+def test_busy_for_longer_than_the_retries_is_one_line_and_exit_7(stub: ApiStub) -> None:
+    stub.on("GET", "/v1/health", Reply(503, BUSY))
+    started = time.monotonic()
+    with pytest.raises(Busy, match=r"^you already hold 64 connections to trainqd$") as caught:
+        Client(stub.socket_path, busy_retry_seconds=0.3).request("GET", "/v1/health")
+    assert 0.3 <= time.monotonic() - started < 2
+    assert caught.value.exit_code == ExitCode.UNAVAILABLE
+    assert len(stub.requests_to("/v1/health")) >= 3
+
+
+def test_a_daemon_shutting_down_is_not_asked_again(stub: ApiStub) -> None:
+    stub.on("GET", "/v1/health", Reply(503, {"error": {"code": "unavailable", "message": "bye"}}))
+    with pytest.raises(Unavailable, match=r"^bye$"):
+        Client(stub.socket_path).request("GET", "/v1/health")
+    assert len(stub.requests_to("/v1/health")) == 1
+
+
+def test_a_full_listen_backlog_is_retried_then_busy(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(0)  # never accepted: one connection fills the queue
+        queued = []
+        try:
+            while True:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.setblocking(False)
+                queued.append(sock)
+                sock.connect(str(path))
+        except BlockingIOError:
+            pass
+        try:
+            started = time.monotonic()
+            with pytest.raises(Busy, match="too busy to accept connections"):
+                Client(path, busy_retry_seconds=0.3).request("GET", "/v1/health")
+            assert time.monotonic() - started >= 0.3
+        finally:
+            for sock in queued:
+                sock.close()

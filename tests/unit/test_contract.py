@@ -7,6 +7,7 @@ from trainqd.contract import (
     Assignment,
     config_files,
     gpu_environment,
+    toolkit_environment,
     trainer_environment,
 )
 
@@ -76,9 +77,10 @@ def test_environment_for_script_mode() -> None:
     assert env["SM_NUM_GPUS"] == "2"
     assert env["SM_HOSTS"] == '["algo-1"]'
     assert env["SM_CURRENT_HOST"] == "algo-1"
+    # The toolkit passes a script str() of each decoded value: a JSON `true` is `True`.
     assert json.loads(env["SM_USER_ARGS"]) == [
         "--amp",
-        "true",
+        "True",
         "--batch-size",
         "64",
         "--lr",
@@ -86,7 +88,8 @@ def test_environment_for_script_mode() -> None:
         "--opt",
         "sgd",
     ]
-    assert json.loads(env["SM_TRAINING_ENV"])["hps"]["lr"] == 0.1
+    assert json.loads(env["SM_TRAINING_ENV"])["hyperparameters"]["lr"] == 0.1
+    assert json.loads(env["SM_TRAINING_ENV"])["job_name"] == "resnet"
     assert env["SAGEMAKER_BASE_DIR"] == "/ml"
     assert env["TRAINING_JOB_NAME"] == "resnet"
     assert env["TRAINING_JOB_ARN"].endswith(":1000:training-job/resnet-7")
@@ -104,3 +107,75 @@ def test_gpu_environment() -> None:
     passed = gpu_environment(Assignment((5, 7), ("GPU-x", "GPU-y"), renumbered=True))
     assert passed["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert passed["TRAINQ_GPUS"] == "5,7"
+
+
+def _toolkit_env(hyperparameters: dict[str, str], **environment: str) -> dict[str, str]:
+    spec = parse_spec(
+        {
+            "command": ["true"],
+            "hyperparameters": hyperparameters,
+            "environment": environment,
+        }
+    )
+    return toolkit_environment(spec, "/ml", 0, "job")
+
+
+def test_toolkit_hyperparameters_are_kept_from_the_script() -> None:
+    env = _toolkit_env(
+        {
+            "lr": "0.1",
+            "sagemaker_program": "train.py",
+            "sagemaker_region": "us-east-1",
+            "_tuning_objective_metric": "loss",
+            "sagemaker_pytorch_ddp_enabled": "true",
+        }
+    )
+    assert json.loads(env["SM_HPS"]) == {"lr": 0.1}
+    assert json.loads(env["SM_USER_ARGS"]) == ["--lr", "0.1"]
+    assert json.loads(env["SM_FRAMEWORK_PARAMS"]) == {"sagemaker_pytorch_ddp_enabled": True}
+    assert "SM_HP_SAGEMAKER_PROGRAM" not in env
+    assert env["SM_MODULE_NAME"] == "train"
+    assert env["SM_USER_ENTRY_POINT"] == "train.py"
+    assert env["SM_DISTRIBUTION_INSTANCE_GROUPS"] == '["homogeneousCluster"]'
+    assert json.loads(env["SM_TRAINING_ENV"])["distribution_hosts"] == ["algo-1"]
+
+
+def test_toolkit_defaults_without_a_program() -> None:
+    env = _toolkit_env({})
+    # The toolkit's own text for "no program": str(None), and an empty entry point.
+    assert env["SM_MODULE_NAME"] == "None"
+    assert env["SM_USER_ENTRY_POINT"] == ""
+    assert env["SM_FRAMEWORK_MODULE"] == ""
+    assert env["SM_MODULE_DIR"] == "/ml/code"
+    assert env["SM_LOG_LEVEL"] == "20"
+    assert env["SM_DISTRIBUTION_INSTANCE_GROUPS"] == "[]"
+    training_env = json.loads(env["SM_TRAINING_ENV"])
+    assert training_env["user_entry_point"] is None
+    assert training_env["is_modelparallel_enabled"] is None
+    assert training_env["master_hostname"] == "algo-1"
+
+
+def test_program_from_the_jobs_environment_wins() -> None:
+    env = _toolkit_env(
+        {"sagemaker_program": "other.py"},
+        SAGEMAKER_PROGRAM="main.py",
+        SAGEMAKER_TRAINING_MODULE="fw.training:main",
+    )
+    assert env["SM_MODULE_NAME"] == "main"
+    assert env["SM_USER_ENTRY_POINT"] == "main.py"
+    assert env["SM_FRAMEWORK_MODULE"] == "fw.training:main"
+
+
+def test_nested_and_boolean_values_keep_the_toolkits_formats() -> None:
+    env = _toolkit_env({"opt": '{"name": "sgd", "nesterov": false}', "flag": "True", "n": "null"})
+    assert env["SM_HP_OPT"] == '{"name":"sgd","nesterov":false}'
+    assert env["SM_HP_FLAG"] == "True"
+    assert env["SM_HP_N"] == ""
+    assert json.loads(env["SM_USER_ARGS"]) == [
+        "--flag",
+        "True",
+        "-n",
+        "",
+        "--opt",
+        "name=sgd,nesterov=False",
+    ]

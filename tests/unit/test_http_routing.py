@@ -81,7 +81,7 @@ def test_wrong_method_names_the_right_ones() -> None:
         ROUTER.match("GET", "/v1/jobs/3/stop")
     assert str(wrong.value) == "GET /v1/jobs/3/stop: use POST"
     assert wrong.value.allowed == ("POST",)
-    with pytest.raises(WrongMethod, match=r"DELETE /v1/jobs: use GET or POST"):
+    with pytest.raises(WrongMethod, match=r"DELETE /v1/jobs: use GET, HEAD or POST"):
         ROUTER.match("DELETE", "/v1/jobs")
 
 

@@ -49,6 +49,29 @@ def test_toolkit_failure_file_exit_code_is_read() -> None:
     assert not POLICY.decide(other, []).retry
 
 
+@pytest.mark.parametrize("signum", [signal.SIGSEGV, signal.SIGABRT])
+def test_toolkit_negative_exit_code_is_a_transient_signal(signum: int) -> None:
+    # The toolkit reports a user script killed by signal N as `ExitCode -N`.
+    ended = Ended("exited", exit_code=1, reason=f'ExitCode -{signum}\nErrorMessage ""')
+    decision = POLICY.decide(ended, [])
+    assert decision.retry
+    assert signal.Signals(signum).name in decision.why
+    assert POLICY.retries_used([ended]) == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_toolkit_negative_exit_code_of_other_signals_is_permanent(signum: int) -> None:
+    ended = Ended("exited", exit_code=1, reason=f"ExitCode -{signum}")
+    assert not POLICY.decide(ended, []).retry
+
+
+def test_toolkit_negative_exit_code_follows_the_jobs_signal_rules() -> None:
+    # A job that lists 137 (128 + SIGKILL) as transient retries `ExitCode -9` as well.
+    policy = RetryPolicy(transient_codes=frozenset({137}))
+    assert policy.decide(Ended("exited", exit_code=1, reason="ExitCode -9"), []).retry
+    assert not policy.decide(Ended("exited", exit_code=1, reason="ExitCode -11"), []).retry
+
+
 def test_retries_are_capped_and_back_off() -> None:
     crash = Ended("exited", exit_code=139)
     history: list[Ended] = []

@@ -1,7 +1,9 @@
 """One client connection of the API server: the h11 state machine from the first byte of a
 request to the last byte of its response, keep-alive, limits and timeouts, streams that end
 when their client goes away. Whatever one client does wrong costs it its connection and
-nothing else; a handler's crash costs one 500 and a traceback in the log.
+nothing else; a handler's crash costs one 500 and a traceback in the log. A stream holds one
+of its user's stream shares (quotas.py) for as long as it runs; a HEAD is answered without a
+body, and a stream's HEAD without starting the stream.
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ import select
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
 import h11
 from anyio.abc import SocketStream
 
-from trainq.errors import InvalidRequest, PayloadTooLarge, TrainqError
+from trainq.errors import Busy, InvalidRequest, PayloadTooLarge, TrainqError
 from trainqd.api.http import (
     Caller,
     Request,
@@ -29,6 +30,8 @@ from trainqd.api.http import (
     WrongMethod,
     split_target,
 )
+from trainqd.api.limits import ServerLimits
+from trainqd.api.quotas import Occupancy
 from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
 
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
@@ -40,17 +43,6 @@ _INTERNAL = TrainqError("internal error; see the trainqd log")
 OnError = Callable[[Request | None, BaseException], None]
 
 
-@dataclass(frozen=True)
-class ServerLimits:
-    max_body: int = 1 << 20
-    max_header_block: int = 16 << 10
-    request_timeout: float = 10.0  # from a request's first byte to its last
-    keepalive_timeout: float = 60.0  # idle between requests on one connection
-    send_timeout: float = 60.0  # a client that stops reading what it asked for
-    max_connections: int = 512  # beyond this, new clients wait in the listen backlog
-    stream_close_timeout: float = 5.0  # for a stream's iterator to run its cleanup
-
-
 def log_error(request: Request | None, exc: BaseException) -> None:
     """The default `on_error`: the standard library logger, with the traceback."""
     where = f"{request.method} {request.path}" if request is not None else "connection"
@@ -60,6 +52,18 @@ def log_error(request: Request | None, exc: BaseException) -> None:
 def peer_caller(sock: socket.socket) -> Caller:
     pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
     return Caller(uid=uid, gid=gid, pid=pid)
+
+
+def busy_reply(error: Busy) -> bytes:
+    """The whole answer to a connection refused before its request is read: a 503 with
+    the one-line `busy` error, after which the connection is closed."""
+    conn = h11.Connection(h11.SERVER)
+    head, body = json_response(
+        error.http_status, error.to_wire(), [("connection", "close"), ("retry-after", "1")]
+    )
+    return b"".join(
+        conn.send(event) or b"" for event in (head, h11.Data(data=body), h11.EndOfMessage())
+    )
 
 
 def report_error(on_error: OnError, request: Request | None, exc: BaseException) -> None:
@@ -78,13 +82,17 @@ class Connection:
         self,
         stream: SocketStream,
         raw: socket.socket,
+        caller: Caller,
+        *,
         router: Router,
         limits: ServerLimits,
         on_error: OnError,
+        occupancy: Occupancy,
     ) -> None:
         self.stream = stream
         self.raw = raw
-        self.caller = peer_caller(raw)
+        self.caller = caller
+        self.occupancy = occupancy
         self.router = router
         self.limits = limits
         self.on_error = on_error
@@ -96,6 +104,7 @@ class Connection:
         self.served = 0
         self.waited = False  # for the request being read: did it wait for the socket?
         self.hung_up = False
+        self.head_only = False  # the request being answered is a HEAD: no body goes back
 
     async def run(self) -> None:
         try:
@@ -132,6 +141,7 @@ class Connection:
         wait = limits.request_timeout if short else limits.keepalive_timeout
         self.deadline.deadline = anyio.current_time() + wait
         self.waited = False
+        self.head_only = False
         head: h11.Request | None = None
         body: list[bytes] = []
         size = 0
@@ -154,6 +164,7 @@ class Connection:
                 conn.receive_data(data)
             elif isinstance(event, h11.Request):
                 head = event
+                self.head_only = event.method == b"HEAD"
                 # h11 bounds only an incomplete header block; one that arrived whole in a
                 # single read is measured here.
                 if _head_size(event) > limits.max_header_block:
@@ -229,7 +240,7 @@ class Connection:
                 route.check_query(request.query)
             result = await route.handler(request)
             if isinstance(result, StreamResponse):
-                await self._send_stream(request, result)
+                await self._stream(request, result)
                 return
             response = _checked(result)
             head, body = json_response(response.status, response.body, response.headers)
@@ -243,7 +254,14 @@ class Connection:
                 report_error(self.on_error, request, exc)
                 error = _INTERNAL
             extra = [("allow", ", ".join(error.allowed))] if isinstance(error, WrongMethod) else []
+            if isinstance(error, Busy):  # over a share: this connection is given back too
+                extra.append(("connection", "close"))
             head, body = json_response(error.http_status, error.to_wire(), extra)
+        await self._send_whole(head, body)
+
+    async def _send_whole(self, head: h11.Response, body: bytes) -> None:
+        if self.head_only:  # the headers GET would have had (its length too), no body
+            body = b""
         await self._send(self.h11.send(head) + self.h11.send(h11.Data(data=body)) + self._end())
 
     def _end(self) -> bytes:
@@ -255,7 +273,7 @@ class Connection:
         if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
         head, body = json_response(status, error.to_wire(), [("connection", "close")])
-        await self._send(self.h11.send(head) + self.h11.send(h11.Data(data=body)) + self._end())
+        await self._send_whole(head, body)
         await self._linger()
 
     async def _linger(self) -> None:
@@ -292,38 +310,38 @@ class Connection:
             return
         raise _PeerGone  # the client stopped reading
 
+    async def _stream(self, request: Request, response: StreamResponse) -> None:
+        """Send a stream while holding one of the caller's streams; Busy (before anything is
+        sent) when the caller holds all its share. A HEAD gets the head alone, holding none."""
+        try:
+            if self.head_only:
+                await self._send(self.h11.send(_stream_head(response)) + self._end())
+                return
+            with self.occupancy.stream(self.caller.uid):
+                await self._send_stream(request, response)
+        finally:
+            await _close_chunks(response.chunks, self.limits, request, self.on_error)
+
     async def _send_stream(self, request: Request, response: StreamResponse) -> None:
         chunks = response.chunks
-        try:
-            head = h11.Response(
-                status_code=response.status,
-                reason=reason_phrase(response.status),
-                headers=[
-                    (b"content-type", response.content_type.encode("latin-1")),
-                    *common_headers(),
-                    *encoded(response.headers),
-                ],
-            )
-            await self._send(self.h11.send(head))
-            failure: BaseException | None = None
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch_for_hangup, tg.cancel_scope)
-                try:
-                    async for chunk in chunks:
-                        if chunk:
-                            await self._send(self.h11.send(h11.Data(data=chunk)))
-                except Exception as exc:  # _PeerGone included: it must not become a group
-                    failure = exc
-                tg.cancel_scope.cancel()
-            if self.hung_up or isinstance(failure, _PeerGone):
-                raise _PeerGone
-            if failure is not None:
-                if _as_trainq_error(failure) is None:
-                    report_error(self.on_error, request, failure)
-                raise _PeerGone  # cut short: no final chunk, so the client sees it broke
-            await self._send(self._end())
-        finally:
-            await _close_chunks(chunks, self.limits, request, self.on_error)
+        await self._send(self.h11.send(_stream_head(response)))
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_for_hangup, tg.cancel_scope)
+            try:
+                async for chunk in chunks:
+                    if chunk:
+                        await self._send(self.h11.send(h11.Data(data=chunk)))
+            except Exception as exc:  # _PeerGone included: it must not become a group
+                failure = exc
+            tg.cancel_scope.cancel()
+        if self.hung_up or isinstance(failure, _PeerGone):
+            raise _PeerGone
+        if failure is not None:
+            if _as_trainq_error(failure) is None:
+                report_error(self.on_error, request, failure)
+            raise _PeerGone  # cut short: no final chunk, so the client sees it broke
+        await self._send(self._end())
 
     async def _watch_for_hangup(self, scope: anyio.CancelScope) -> None:
         """While a stream is being sent, notice the client leaving even when no chunk comes,
@@ -340,6 +358,18 @@ class Connection:
             self.h11.receive_data(data)  # a pipelined request, kept for after the stream
             if len(self.h11.trailing_data[0]) > self.limits.max_body:
                 return  # its own size check will refuse it; memory stays bounded
+
+
+def _stream_head(response: StreamResponse) -> h11.Response:
+    return h11.Response(
+        status_code=response.status,
+        reason=reason_phrase(response.status),
+        headers=[
+            (b"content-type", response.content_type.encode("latin-1")),
+            *common_headers(),
+            *encoded(response.headers),
+        ],
+    )
 
 
 def _checked(result: object) -> Response:

@@ -5,11 +5,12 @@ and returns a `Response` (a JSON body) or a `StreamResponse` (chunks sent as the
 Every caller mistake a handler finds is a `TrainqError` raised with one line a person can act
 on; the server turns it into its status and `{"error": {...}}` body. `Router` maps
 `(method, path)` to a `Route` and its path parameters, with literal segments winning over
-`{param}` segments.
+`{param}` segments; a HEAD is answered by the GET route (the server leaves out the body).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -24,6 +25,12 @@ from trainq.spec import JobSpec, describe_validation_error
 M = TypeVar("M", bound=BaseModel)
 
 JSON_CONTENT_TYPE = "application/json"
+
+# SQLite's integers are signed 64-bit: a number beyond them names nothing stored, and handing
+# one to the database would be an OverflowError rather than an answer.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# ASCII digits only: int() would also take " 12", "1_2" or "١٢".
+_DECIMAL = re.compile(r"-?[0-9]+")
 
 _TRUE = frozenset({"", "1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -131,10 +138,11 @@ class Request:
         text = self._query_value(name)
         if text is None:
             return default
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise InvalidRequest(f"query parameter {name!r} must be an integer") from None
+        value = decimal(text)
+        if value is None:
+            raise InvalidRequest(f"query parameter {name!r} must be an integer")
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidRequest(f"query parameter {name!r} is out of range")
         if (min is not None and value < min) or (max is not None and value > max):
             if max is None:
                 bounds = f"at least {min}"
@@ -155,6 +163,16 @@ class Request:
         if lowered in _FALSE:
             return False
         raise InvalidRequest(f"query parameter {name!r} must be true or false")
+
+
+def decimal(text: str) -> int | None:
+    """`text` as a base-10 integer written in ASCII digits (a leading '-' allowed), or None."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    try:
+        return int(text)
+    except ValueError:  # thousands of digits: past Python's limit on conversions
+        return None
 
 
 @dataclass(slots=True)
@@ -280,9 +298,14 @@ class Router:
         if node is None:
             raise NotFound(f"no such path: {path}")
         route = node.routes.get(method)
+        if route is None and method == "HEAD":
+            route = node.routes.get("GET")  # the GET's answer without its body
         if route is None:
-            allowed = sorted(node.routes)
-            raise WrongMethod(f"{method} {path}: use {' or '.join(allowed)}", allowed)
+            allowed = sorted({*node.routes, *(["HEAD"] if "GET" in node.routes else [])})
+            choices = " or ".join(
+                [", ".join(allowed[:-1]), allowed[-1]] if allowed[1:] else allowed
+            )
+            raise WrongMethod(f"{method} {path}: use {choices}", allowed)
         return route, params
 
 

@@ -21,7 +21,9 @@ import stat
 import struct
 from pathlib import Path
 
-BACKLOG = 128
+# Deep enough that a burst of clients is queued rather than bounced: the accept loop never
+# waits on any one client (server.py), so the queue keeps moving.
+BACKLOG = 1024
 SUN_PATH_MAX = 107  # sockaddr_un.sun_path is 108 bytes, one for the terminating NUL
 _PROBE_TIMEOUT = 1.0
 _UCRED = struct.Struct("3i")

@@ -64,7 +64,8 @@ def _file_channel(data_dir: str, channel: FileChannel) -> None:
 def prepare_ml_root(launch: Launch) -> None:
     root = launch.ml_root
     for rel in ML_DIRS:
-        os.makedirs(os.path.join(root, rel), exist_ok=True)
+        # The owner's alone, like the ml root itself (jobdir.py says why).
+        os.makedirs(os.path.join(root, rel), mode=0o700, exist_ok=True)
     # The failure file speaks for the attempt that wrote it; a retry starts without one.
     _remove(os.path.join(root, "output", "failure"))
     for rel, text in launch.ml_files.items():

@@ -21,7 +21,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from trainqd.monitor.process import describe_status, exit_code_and_signal
-from trainqd.monitor.records import REASON_CHARS, read_json
+from trainqd.monitor.records import REASON_CHARS, read_json, read_up_to
 
 FAILURE_FILE = ("output", "failure")
 # Enough bytes for REASON_CHARS characters of UTF-8, however wide.
@@ -92,7 +92,7 @@ def read_failure_file(ml_root: str) -> str | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             return None
-        data = _read_up_to(fd, _REASON_BYTES)
+        data = read_up_to(fd, _REASON_BYTES)
     except OSError:
         return None
     finally:
@@ -100,17 +100,6 @@ def read_failure_file(ml_root: str) -> str | None:
             os.close(fd)
     text = data.decode("utf-8", "replace")[:REASON_CHARS].rstrip()
     return text or None
-
-
-def _read_up_to(fd: int, limit: int) -> bytes:
-    chunks = []
-    while limit > 0:
-        chunk = os.read(fd, limit)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        limit -= len(chunk)
-    return b"".join(chunks)
 
 
 def output_tail(fd: int) -> str | None:

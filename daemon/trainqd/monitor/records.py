@@ -8,14 +8,19 @@
 The launch travels on stdin (a memfd), never as a file in a directory the job's owner can
 write: a container job's monitor starts as root and must not read what the owner could swap.
 Records the monitor writes sit in a directory its owner controls, so the daemon reads them
-as untrusted input (`read_json` caps the size and refuses links; the parsers check types).
+as hostile input: `read_json` reads regular files only, never blocks and caps the size;
+the parsers accept only values of the right type within bounds (docs/security.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import math
 import os
+import stat
+import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,7 +28,7 @@ if TYPE_CHECKING:  # typing costs the monitor's start-up a few ms: annotations o
     from typing import Any, Literal
 
 LAUNCH_VERSION = 1
-MAX_RECORD_BYTES = 1 << 20
+MAX_RECORD_BYTES = 64 << 10  # an exit record's reason is at most ~24 KiB of JSON
 REASON_CHARS = 1024  # SageMaker returns the first 1024 characters of the failure file
 
 OUTCOMES = (
@@ -167,8 +172,11 @@ def atomic_write_json(path: str, obj: Any, mode: int = 0o644) -> None:
     The temporary file is created exclusively and without following links, so a
     directory shared with a less trusted user cannot redirect the write.
     """
+    _atomic_write_bytes(path, json.dumps(obj, separators=(",", ":")).encode(), mode)
+
+
+def _atomic_write_bytes(path: str, data: bytes, mode: int) -> None:
     directory = os.path.dirname(path) or "."
-    data = json.dumps(obj, separators=(",", ":")).encode()
     tmp = os.path.join(directory, f".tmp-{os.getpid()}-{os.urandom(6).hex()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o600)
@@ -183,6 +191,10 @@ def atomic_write_json(path: str, obj: Any, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
     dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
@@ -190,56 +202,199 @@ def atomic_write_json(path: str, obj: Any, mode: int = 0o644) -> None:
         os.close(dfd)
 
 
+def read_up_to(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes from `fd`: a file its owner may have made huge is never read whole."""
+    chunks = []
+    while limit > 0:
+        chunk = os.read(fd, limit)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_json(path: str) -> Any | None:
-    """Parse a small JSON record; None when it is absent. Links and huge files are refused."""
+    """Parse a small JSON record; None when it is absent. Whatever else is there (a link, a
+    FIFO, a device, a huge or deeply nested file) is refused with ValueError, without
+    blocking: the file may sit in a directory a job's owner controls."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        data = f.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symbolic link") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = read_up_to(fd, MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(data) > MAX_RECORD_BYTES:
         raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES} bytes")
-    return json.loads(data)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply") from None
 
 
-def _opt(raw: dict[str, Any], key: str, typ: type | tuple[type, ...]) -> Any:
+# Bounds of what a record may say: anything else is not what a monitor writes. They keep
+# every value storable in SQLite and representable in JSON (no overflow, no NaN or inf).
+_ID_MAX = (1 << 63) - 1
+_PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT
+_EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
+_SIGNAL_RANGE = (1, 64)
+_FUTURE_SLACK = 86400.0  # a record's times may run ahead of trainqd's clock by a day at most
+_SHORT_TEXT = 256
+
+
+def _int(raw: dict[str, Any], key: str, low: int, high: int, required: bool = False) -> Any:
     value = raw.get(key)
-    if value is not None and (not isinstance(value, typ) or isinstance(value, bool)):
-        raise ValueError(f"{key} has the wrong type")
+    if value is None and not required:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{key} is not an integer within {low}..{high}")
     return value
 
 
-def parse_exit_record(raw: Any) -> ExitRecord:
+def _time(raw: dict[str, Any], key: str, required: bool = False) -> Any:
+    value = raw.get(key)
+    if value is None and not required:
+        return None
+    latest = time.time() + _FUTURE_SLACK
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not 0 <= value <= latest
+    ):
+        raise ValueError(f"{key} is not a time between the epoch and tomorrow")
+    return float(value)
+
+
+def _text(raw: dict[str, Any], key: str, limit: int) -> Any:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{key} is not a string")
+    return value[:limit]
+
+
+def parse_exit_record(
+    raw: Any, job_id: int | None = None, attempt: int | None = None
+) -> ExitRecord:
+    """An exit record from untrusted JSON; ValueError unless every field is what a monitor
+    writes (and, given `job_id` and `attempt`, about that attempt)."""
     if not isinstance(raw, dict):
         raise ValueError("an exit record must be an object")
     outcome = raw.get("outcome")
-    if outcome not in OUTCOMES:
-        raise ValueError(f"unknown outcome {outcome!r}")
-    reason = _opt(raw, "reason", str)
-    return ExitRecord(
-        job_id=int(raw["job_id"]),
-        attempt=int(raw["attempt"]),
+    if not isinstance(outcome, str) or outcome not in OUTCOMES:
+        raise ValueError("its outcome is not one trainq knows")
+    record = ExitRecord(
+        job_id=_int(raw, "job_id", 1, _ID_MAX, required=True),
+        attempt=_int(raw, "attempt", 1, _ID_MAX, required=True),
         outcome=outcome,
-        started_at=_opt(raw, "started_at", (int, float)),
-        ended_at=float(raw["ended_at"]),
-        exit_code=_opt(raw, "exit_code", int),
-        signal=_opt(raw, "signal", int),
-        reason=None if reason is None else reason[: REASON_CHARS * 4],
-        stop_reason=_opt(raw, "stop_reason", str),
+        started_at=_time(raw, "started_at"),
+        ended_at=_time(raw, "ended_at", required=True),
+        exit_code=_int(raw, "exit_code", *_EXIT_CODE_RANGE),
+        signal=_int(raw, "signal", *_SIGNAL_RANGE),
+        reason=_text(raw, "reason", REASON_CHARS * 4),
+        stop_reason=_text(raw, "stop_reason", _SHORT_TEXT),
     )
+    if job_id is not None and (record.job_id, record.attempt) != (job_id, attempt):
+        raise ValueError(f"it is about job {record.job_id} attempt {record.attempt}")
+    return record
 
 
 def parse_monitor_info(raw: Any) -> MonitorInfo:
     if not isinstance(raw, dict):
         raise ValueError("monitor info must be an object")
+    boot_id = raw.get("boot_id")
+    if not isinstance(boot_id, str) or len(boot_id) > _SHORT_TEXT:
+        raise ValueError("boot_id is not a short string")
     return MonitorInfo(
-        monitor_pid=int(raw["monitor_pid"]),
-        monitor_start=int(raw["monitor_start"]),
-        boot_id=str(raw["boot_id"]),
-        trainer_pid=_opt(raw, "trainer_pid", int),
-        trainer_pgid=_opt(raw, "trainer_pgid", int),
+        monitor_pid=_int(raw, "monitor_pid", 1, _PID_MAX, required=True),
+        monitor_start=_int(raw, "monitor_start", 0, _ID_MAX, required=True),
+        boot_id=boot_id,
+        trainer_pid=_int(raw, "trainer_pid", 1, _PID_MAX),
+        trainer_pgid=_int(raw, "trainer_pgid", 1, _PID_MAX),
     )
+
+
+# Space for the exit record, taken when the attempt starts: a disk filled meanwhile (by the
+# trainer itself, perhaps) cannot then keep the monitor from saying how the attempt ended.
+# Without a record trainqd would have to take the attempt for lost and might run it again.
+EXIT_RESERVE = ".exit.reserve"
+RESERVE_BYTES = MAX_RECORD_BYTES
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
+
+
+def reserve_record_space(attempt_dir: str) -> None:
+    """Allocate RESERVE_BYTES for the exit record (written out, so the blocks are the file's
+    on any filesystem, tmpfs included); OSError if the disk cannot spare them now."""
+    path = os.path.join(attempt_dir, EXIT_RESERVE)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        zeros = memoryview(bytes(RESERVE_BYTES))
+        while zeros:
+            zeros = zeros[os.write(fd, zeros) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def _write_into_reserve(path: str, data: bytes, mode: int) -> bool:
+    """Write `data` over the reserved blocks and rename them to `path`: no new space is
+    needed, and none is given back (the rest is padded with blanks, which JSON ignores) for
+    someone else to take before trainqd records the end. False if there is no usable
+    reserve (absent, not a plain file, too small)."""
+    directory = os.path.dirname(path) or "."
+    reserve = os.path.join(directory, EXIT_RESERVE)
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(reserve, flags)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not len(data) <= info.st_size <= RESERVE_BYTES:
+            return False
+        os.pwrite(fd, data.ljust(info.st_size), 0)
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(reserve, path)
+    _fsync_dir(directory)
+    return True
+
+
+def write_exit_record(path: str, record: ExitRecord, pause: Any = time.sleep) -> None:
+    """Write the exit record durably, into the reserved space when there is one. A full
+    disk is waited out (retried with a growing pause) rather than given up: an attempt
+    whose end is not recorded would be taken for lost and could run again."""
+    data = json.dumps(asdict(record), separators=(",", ":")).encode()
+    delay = _RETRY_FIRST
+    while True:
+        try:
+            if not _write_into_reserve(path, data, 0o644):
+                _atomic_write_bytes(path, data, 0o644)
+        except OSError as exc:
+            if exc.errno not in _FULL:
+                raise
+        else:
+            return
+        pause(delay)
+        delay = min(delay * 2, _RETRY_MAX)
 
 
 def write_record(path: str, record: ExitRecord | MonitorInfo | StopRequest) -> None:

@@ -1,10 +1,12 @@
 """Everything a monitor does before its trainer runs, in the order that keeps it safe.
 
 subprocess runtime (the monitor becomes the owner; all the job's processes are theirs):
-    subreaper -> read-only view (root only) -> owner's credentials, for good
+    subreaper -> private mount namespace: read-only data, /opt/ml, /etc/hosts
+    -> devices cgroup: only the job's GPUs (root only) -> owner's credentials, for good
     -> ml root -> [feeder] -> stdout/stderr -> cwd -> trainer
 container runtime (the monitor stays root: the engine needs it):
-    ml root, in a child running as the owner -> [feeder, as the owner]
+    ml root, in a child running as the owner -> binds for the engine (mounts.py; channels
+    opened by a child running as the owner) -> [feeder, as the owner]
     -> stdout/stderr, chowned to the owner -> engine client
 
 Everything the monitor will run after it drops its privileges is imported before: the owner
@@ -22,10 +24,17 @@ from __future__ import annotations
 import os
 import stat
 
-from trainqd.monitor import children, libc
+from trainqd.monitor import children, devices, libc, mounts
 from trainqd.monitor.log import log
 from trainqd.monitor.mlroot import prepare_ml_root
-from trainqd.monitor.privileges import ViewUnavailable, drop_to, is_root, make_readonly_view
+from trainqd.monitor.privileges import (
+    ViewUnavailable,
+    drop_to,
+    is_root,
+    make_job_view,
+    sagemaker_host,
+    without_namespace,
+)
 from trainqd.monitor.process import spawn
 from trainqd.monitor.records import STDERR, STDOUT, Launch
 
@@ -90,12 +99,9 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
         libc.set_child_subreaper()
     except OSError as exc:  # never seen on Linux >= 3.4; orphans would then escape to init
         log(f"warning: not a subreaper ({exc.strerror}): orphans cannot be followed")
-    if launch.readonly_paths:
-        try:
-            for problem in make_readonly_view(launch.readonly_paths):
-                log(f"warning: {problem}")
-        except ViewUnavailable as exc:
-            log(f"warning: {exc}")
+    _make_job_view(launch)
+    if is_root():
+        _confine_devices(launch)
     if launch.pipe_channels:
         children.load_feeder()
     owner = launch.owner
@@ -110,10 +116,44 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
     return Prepared(launch, children_drop=False)
 
 
+def _make_job_view(launch: Launch) -> None:
+    host = sagemaker_host(launch.ml_files)
+    try:
+        if is_root():
+            problems = make_job_view(launch.readonly_paths, launch.ml_root, host)
+        else:
+            # A personal trainqd's job: /opt/ml and the host name in a user namespace where
+            # the kernel allows one. Its data is the owner's own and stays writable.
+            problems = make_job_view([], launch.ml_root, host, unprivileged=True)
+            if launch.readonly_paths:
+                problems.append("no read-only view of the data without root (it stays writable)")
+    except ViewUnavailable as exc:
+        # The trainer finds its ml root through SAGEMAKER_BASE_DIR and SM_* only.
+        problems = [without_namespace(exc, launch.readonly_paths)]
+    for problem in problems:
+        log(f"warning: {problem}")
+
+
+def _confine_devices(launch: Launch) -> None:
+    try:
+        problem = devices.confine(launch.job_id, launch.attempt, devices.job_minors(launch.env))
+    except (OSError, LookupError, ValueError) as exc:
+        problem = f"cannot confine the job to its GPUs: {exc}"
+    if problem is not None:
+        log(f"warning: {problem}")
+
+
 def _prepare_container(launch: Launch) -> Prepared:
     said = children.prepare_as_owner(launch, launch.owner)
     if said is not None:
         raise StartFailed(f"cannot prepare the ml root: {said}")
+    if is_root():
+        try:
+            mounts.stage(launch)
+        except mounts.StagingFailed as exc:
+            raise StartFailed(f"cannot mount the job's files: {exc}") from None
+        except OSError as exc:
+            raise StartFailed(f"cannot mount the job's files: {exc}") from None
     return Prepared(launch, children_drop=is_root())
 
 
@@ -121,7 +161,7 @@ def _open_output(launch: Launch, name: str, access: int) -> int:
     path = os.path.join(launch.attempt_dir, name)
     flags = access | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, 0o640)
+        fd = os.open(path, flags, 0o600)
     except OSError as exc:
         raise StartFailed(f"cannot create {path}: {exc.strerror}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):

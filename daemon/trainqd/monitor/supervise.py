@@ -23,7 +23,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from trainqd.monitor import container, procfs
+from trainqd.monitor import cgroup, container, mounts, procfs
 from trainqd.monitor.children import Feeder, poll_report, read_report
 from trainqd.monitor.log import log, log_exception
 from trainqd.monitor.outcome import (
@@ -34,6 +34,7 @@ from trainqd.monitor.outcome import (
     output_tail,
     read_stop_request,
 )
+from trainqd.monitor.privileges import is_root
 from trainqd.monitor.process import describe_status, spawn_beside
 from trainqd.monitor.records import (
     EXIT_RECORD,
@@ -41,6 +42,8 @@ from trainqd.monitor.records import (
     ExitRecord,
     Launch,
     MonitorInfo,
+    reserve_record_space,
+    write_exit_record,
     write_record,
 )
 from trainqd.monitor.setup import Prepared, StartFailed, prepare
@@ -80,6 +83,7 @@ class Supervisor:
         self.engine_kill_at: float | None = None  # container: `ENGINE kill` then
         self.client_kill_at: float | None = None  # container: SIGKILL the client then
         self.helpers: dict[int, str] = {}
+        self.cgroup: cgroup.AttemptCgroup | None = None
         self.stop_signals = 0
         self.wake_fd = -1
         self.selector: select.epoll | None = None
@@ -98,6 +102,13 @@ class Supervisor:
             # "lost", as when a monitor vanishes: the attempt did not fail on its own.
             ending = Ending("lost", reason=f"monitor error: {type(exc).__name__}: {exc}")
             status = 1
+        if self.engine is not None and is_root():
+            # The engine's binds of the ml root and channels (mounts.py): the container holds
+            # its own copies, so they go now, whatever became of the container;
+            # before the record, so that a monitor killed meanwhile leaves an attempt that
+            # trainqd's clean-up of lost attempts releases.
+            for problem in mounts.release(self.launch.attempt_dir):
+                log(problem)
         try:
             self._record(ending)
         except Exception as exc:
@@ -118,8 +129,10 @@ class Supervisor:
 
     def _attempt(self) -> Ending:
         self._catch_signals()
+        self._enter_cgroup()
         try:
             self.prepared = prepare(self.launch)
+            self._reserve_record_space()
             if self.launch.pipe_channels:
                 self.feeder = self.prepared.start_feeder()
             early = self._stopped_before_start()
@@ -324,24 +337,49 @@ class Supervisor:
         return None
 
     def _end_tree(self) -> None:
-        """No process of the job outlives it: SIGTERM, a short wait, SIGKILL."""
-        if not procfs.has_children():
-            # As subreaper the monitor is the ancestor of all that is left of the job: with
-            # no child at all there is nothing to look for (and a scan of /proc costs ms).
+        """No process of the job outlives it: SIGTERM, a short wait, SIGKILL; then the
+        attempt's cgroup, for whatever left the tree."""
+        # As subreaper the monitor is the ancestor of all that is left of the job: with no
+        # child at all there is nothing to look for (and a scan of /proc costs ms).
+        if procfs.has_children():
+            groups = () if self.trainer_pid is None else (self.trainer_pid,)
+            survivors = procfs.kill_tree(
+                self.me, term_wait=LEFTOVER_GRACE, kill_wait=KILL_WAIT, pgids=groups
+            )
+            self._reap()
+            if survivors:
+                log(f"processes that would not die: {survivors}")
+        # A container's engine may still be tidying up after the client (podman's conmon):
+        # it gets a moment before the kill.
+        self._end_cgroup(drain=LEFTOVER_GRACE if self.engine is not None else 0.0)
+
+    def _enter_cgroup(self) -> None:
+        """Into the attempt's own cgroup before anything of the job starts (cgroup.py)."""
+        try:
+            self.cgroup = cgroup.AttemptCgroup.enter(
+                self.launch.ml_root, self.launch.job_id, self.launch.attempt
+            )
+        except cgroup.Unavailable as exc:
+            # trainqd said so once at its start when it cannot have cgroups at all.
+            log(f"no cgroup of its own ({exc}): the process tree alone is followed")
+
+    def _end_cgroup(self, drain: float) -> None:
+        if self.cgroup is None:
             return
-        groups = () if self.trainer_pid is None else (self.trainer_pid,)
-        survivors = procfs.kill_tree(
-            self.me, term_wait=LEFTOVER_GRACE, kill_wait=KILL_WAIT, pgids=groups
-        )
+        attempt_cgroup, self.cgroup = self.cgroup, None
+        survivors = attempt_cgroup.end(drain=drain, kill_wait=KILL_WAIT)
         self._reap()
-        if survivors:
-            log(f"processes that would not die: {survivors}")
+        if survivors is None:
+            log("cannot leave the attempt's cgroup: trainqd kills it after the monitor")
+        elif survivors:
+            log(f"processes in the attempt's cgroup that would not die: {survivors}")
 
     def _kill_everything(self) -> None:
         try:
             groups = () if self.trainer_pid is None else (self.trainer_pid,)
             procfs.kill_tree(self.me, term_wait=0, kill_wait=KILL_WAIT, pgids=groups)
             self._reap()
+            self._end_cgroup(drain=0.0)
         except BaseException as exc:
             log(f"cannot clean up: {exc}")
 
@@ -385,8 +423,15 @@ class Supervisor:
             reason=ending.reason,
             stop_reason=ending.stop_reason,
         )
-        write_record(os.path.join(self.launch.attempt_dir, EXIT_RECORD), record)
+        write_exit_record(os.path.join(self.launch.attempt_dir, EXIT_RECORD), record)
         log(f"exit record: {ending.outcome}")
+
+    def _reserve_record_space(self) -> None:
+        """No trainer starts unless its exit record is sure to fit (records.py says why)."""
+        try:
+            reserve_record_space(self.launch.attempt_dir)
+        except OSError as exc:
+            raise StartFailed(f"no room for the attempt's exit record: {exc.strerror}") from None
 
 
 def _wake_only(signum: int, frame: FrameType | None) -> None:

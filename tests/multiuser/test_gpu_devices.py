@@ -1,0 +1,74 @@
+"""A job sees only its GPUs: the device nodes of GPUs it was not given cannot be opened
+from it (a devices cgroup per attempt), while its own can. The simulated GPUs get real
+character devices 195:N, as NVIDIA's /dev/nvidiaN are; with no driver behind them, opening
+one the job may use fails with ENXIO, and one it may not with EPERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon import Daemon, python_job
+from tests.multiuser.accounts import Accounts
+from tests.multiuser.support import submit_as, trainq_as
+
+pytestmark = pytest.mark.multiuser
+
+NVIDIA_MAJOR = 195
+ALLOWED = "ENXIO"  # the cgroup let the open through; no driver answers
+DENIED = "EPERM"  # the devices cgroup refused it
+
+
+@pytest.fixture
+def gpu_nodes(shared_dir: Path) -> list[str]:
+    """nvidia0..3 and nvidiactl, as the NVIDIA driver makes them, in a directory of the test."""
+    nodes = shared_dir / "dev"
+    nodes.mkdir()
+    made = []
+    for minor, name in [(0, "nvidia0"), (1, "nvidia1"), (2, "nvidia2"), (3, "nvidia3")]:
+        path = nodes / name
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
+        path.chmod(0o666)  # as the driver makes them: anyone may open them
+        made.append(str(path))
+    ctl = nodes / "nvidiactl"
+    os.mknod(ctl, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, 255))
+    ctl.chmod(0o666)
+    return [*made, str(ctl)]
+
+
+def probe(daemon: Daemon, accounts: Accounts, shared_dir: Path, nodes: list[str], gpus: int) -> Any:
+    spec = python_job("device_probe.py", *nodes, gpus=gpus, working_dir=str(shared_dir))
+    job = submit_as(daemon, accounts.alice, spec)
+    done = daemon.wait_state(job["id"], timeout=30)
+    assert done["state"] == "COMPLETED", done
+    report = json.loads((Path(done["job_dir"]) / "output" / "data" / "devices.json").read_text())
+    return done["attempts"][0]["gpus"], report
+
+
+def test_a_job_opens_its_own_gpus_only(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path, gpu_nodes: list[str]
+) -> None:
+    *gpu_paths, ctl = gpu_nodes
+    given, report = probe(workstation, accounts, shared_dir, gpu_nodes, gpus=2)
+    assert len(given) == 2
+    for index, path in enumerate(gpu_paths):
+        assert report[path] == (ALLOWED if index in given else DENIED), (path, given)
+    assert report[ctl] == ALLOWED  # the shared control node every CUDA program opens
+    assert report["escape"] in ("EACCES", "EPERM")  # nor can it leave its devices cgroup
+    # trainqd serves another user meanwhile.
+    assert trainq_as(workstation, accounts.bob, "ls").returncode == 0
+
+    # A job given no GPU opens none.
+    _, report = probe(workstation, accounts, shared_dir, gpu_nodes, gpus=0)
+    assert [report[p] for p in gpu_paths] == [DENIED] * 4
+
+    # Nothing changed for the host.
+    for path in gpu_nodes:
+        with pytest.raises(OSError) as err:
+            os.open(path, os.O_RDWR)
+        assert err.value.errno == 6  # ENXIO
