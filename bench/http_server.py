@@ -26,7 +26,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.helpers import wait_for
 
-from trainq.spec import JobSpec
+from trainq.core.spec import JobSpec
 from trainqd.api.http import Request, Response, Route, Router
 from trainqd.api.listener import bind_unix_socket
 from trainqd.api.server import serve

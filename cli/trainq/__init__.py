@@ -1,6 +1,9 @@
 """trainq: a GPU job scheduler for one shared workstation (the client side).
 
-Nothing is imported here, so `trainq` starts fast and `trainqd` can import the wire models.
+Nothing is imported here beyond the version, so `trainq` starts fast. The vocabulary shared
+with trainqd lives in `trainq.core`.
 """
 
-__version__ = "0.1.0"
+from trainq.core import __version__
+
+__all__ = ["__version__"]

@@ -12,7 +12,7 @@ in the style of pueue's client); HTTP/1.1 with h11 on a blocking unix socket
 it and answers one line). The commands, and h11 with them, are imported only once the
 arguments have parsed, so `--help`, `--version` and usage errors do not pay for them.
 
-Exit statuses: trainq.errors.ExitCode (2 for usage errors), 130 after Ctrl-C, 141 when the
+Exit statuses: trainq.core.errors.ExitCode (2 for usage errors), 130 after Ctrl-C, 141 when the
 reader of stdout went away (`trainq ls | head -1`), both quietly, as a shell would report a
 process ended by SIGINT or SIGPIPE; 1 for anything unexpected, with a hint to rerun with
 TRAINQ_DEBUG=1 for the traceback.
@@ -26,9 +26,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from trainq import __version__
-from trainq.errors import TrainqError
-from trainq.paths import SOCKET_ENV, client_socket
+from trainq.core import __version__
+from trainq.core.errors import TrainqError
+from trainq.core.paths import SOCKET_ENV, client_socket
+from trainq.core.states import JobState
 from trainq.specfile import (
     parse_channel,
     parse_env,
@@ -36,7 +37,6 @@ from trainq.specfile import (
     parse_seconds,
     parse_whole_seconds,
 )
-from trainq.states import JobState
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -9,7 +9,7 @@ A request may wait `response_timeout` seconds for its answer (a wedged daemon mu
 `trainq ls` forever); a stream (`logs -f`, events) has no time limit once it has started,
 because a training run may stay quiet for hours. Connecting always has a time limit.
 
-Errors come back as trainq's own classes (`trainq.errors.from_wire`), so the CLI's exit
+Errors come back as trainq's own classes (`trainq.core.errors.from_wire`), so the CLI's exit
 status follows the daemon's verdict; a socket nobody answers on is `DaemonUnreachable` with a
 line that says how to start the daemon.
 
@@ -37,8 +37,8 @@ from urllib.parse import quote, urlencode
 
 import h11
 
-from trainq import __version__
-from trainq.errors import Busy, DaemonUnreachable, Forbidden, Unavailable, from_wire
+from trainq.core import __version__
+from trainq.core.errors import Busy, DaemonUnreachable, Forbidden, Unavailable, from_wire
 
 CONNECT_TIMEOUT = 5.0
 BUSY_RETRY_SECONDS = 3.0

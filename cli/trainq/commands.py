@@ -6,7 +6,7 @@ returns the exit status. Errors are raised as trainq's own exceptions; `trainq.c
 turns them into one line and an exit status. `COMMANDS` is the dispatch table.
 
 The daemon's JSON is used as plain dicts, never through the pydantic models of
-`trainq.wire`: pydantic's import cost stays off the CLI (see `trainq.cli` for the budget),
+`trainq.core.wire`: pydantic's import cost stays off the CLI (see `trainq.cli` for the budget),
 and `--json` prints what the daemon sent, pretty-printed, field for field.
 """
 
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from trainq.client import Client
-from trainq.errors import InvalidRequest
+from trainq.core.errors import InvalidRequest
+from trainq.core.states import TERMINAL
 from trainq.humanize import health_line, pretty_json
 from trainq.specfile import SubmitFlags, build_spec, load_spec_file
-from trainq.states import TERMINAL
 from trainq.waiting import exit_status_of, report_end, wait_until_ended
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from trainq.states import JobState
+from trainq.core.states import JobState
 
 REASON_CHARS = 60  # how much of a reason `ls` shows without --wide
 

@@ -1,7 +1,7 @@
 """The spec `trainq submit` sends: a spec file (TOML or JSON) with the command line over it.
 
 This module only reads and merges; it never validates a spec's meaning. The daemon does that
-with the pydantic models in `trainq.spec` (one source of truth, and pydantic's import cost
+with the pydantic models in `trainq.core.spec` (one source of truth, and pydantic's import cost
 stays off `submit`'s path) and answers one clear line for anything wrong. What is decided
 here is what only the client can know: its current directory (relative host paths become
 absolute, `~` is expanded, a subprocess job runs where it was submitted, like sbatch) and its
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from trainq.errors import InvalidSpec
+from trainq.core.errors import InvalidSpec
 
 CHANNEL_MODES = ("File", "Pipe", "FastFile")
 _MODE_BY_LOWER = {mode.lower(): mode for mode in CHANNEL_MODES}

@@ -6,7 +6,7 @@ polls. A training run can outlast the daemon's process (an upgrade, a restart: t
 monitor keeps it running), so a lost connection is not the end: the wait reconnects from the
 last event it saw for up to `RECONNECT_SECONDS`, saying so once on stderr.
 
-Exit statuses (trainq.errors.ExitCode): 0 COMPLETED, 1 FAILED, 3 STOPPED. Ctrl-C ends the
+Exit statuses (trainq.core.errors.ExitCode): 0 COMPLETED, 1 FAILED, 3 STOPPED. Ctrl-C ends the
 wait only; the job keeps running and the message says so.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainq.client import Client, iter_lines
-from trainq.errors import ExitCode, TrainqError, Unavailable
+from trainq.core.errors import ExitCode, TrainqError, Unavailable
+from trainq.core.states import TERMINAL, JobState
 from trainq.humanize import end_summary
-from trainq.states import TERMINAL, JobState
 
 if TYPE_CHECKING:
     from trainq.commands import Context

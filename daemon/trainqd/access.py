@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 
-from trainq.errors import InvalidSpec, TrainqError
-from trainq.spec import JobSpec
+from trainq.core.errors import InvalidSpec, TrainqError
+from trainq.core.spec import JobSpec
 from trainqd.identity import Account
 from trainqd.pathcheck import inspect_paths
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainq.errors import Forbidden, InvalidSpec
-from trainq.spec import JobSpec
+from trainq.core.errors import Forbidden, InvalidSpec
+from trainq.core.spec import JobSpec
 from trainqd.access import check_job_paths
 from trainqd.engine import EngineName, find_engine
 from trainqd.identity import Authorizer, account

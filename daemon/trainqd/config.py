@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainq.paths import SYSTEM_CONFIG, default_daemon_socket, default_state_dir
-from trainq.spec import describe_validation_error
+from trainq.core.paths import SYSTEM_CONFIG, default_daemon_socket, default_state_dir
+from trainq.core.spec import describe_validation_error
 
 GPU_SPEC_RE = re.compile(r"^(auto|nvml|none|fake:[1-9][0-9]*|fake:/.+)$")
 # Linux's capabilities (capabilities(7)), the names `--cap-add` takes with or without CAP_.

@@ -15,7 +15,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from trainq.spec import JobSpec
+from trainq.core.spec import JobSpec
 
 CURRENT_HOST = "algo-1"
 INSTANCE_GROUP = "homogeneousCluster"

@@ -24,7 +24,7 @@ carriage return at a line's end, and a line with a name alone copies the engine 
 variable: a line that could not hold its value intact is never written. trainq's own
 variables (SM_*, TRAINQ_*) that do not fit are named with `--env NAME` and their values put
 in the engine client's environment (readable by root alone); the job's own variables are
-checked at submit so that they always fit (trainq.spec).
+checked at submit so that they always fit (trainq.core.spec).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from trainq import spec
-from trainq.errors import InvalidSpec
+from trainq.core import spec
+from trainq.core.errors import InvalidSpec
 from trainqd.contract import CURRENT_HOST
 
 EngineName = Literal["docker", "podman"]

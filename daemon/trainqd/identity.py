@@ -14,7 +14,7 @@ import pwd
 import time
 from dataclasses import dataclass
 
-from trainq.errors import Forbidden
+from trainq.core.errors import Forbidden
 from trainqd.store import JobRow, Owner
 
 

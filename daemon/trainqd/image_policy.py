@@ -15,7 +15,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 
-from trainq.errors import Forbidden
+from trainq.core.errors import Forbidden
 
 # containers/image's transports that are not a registry. Any other `word:` prefix followed
 # by a path is taken for a transport too: a registry reference has a tag, not a path, after

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import structlog
 
-from trainq import __version__
+from trainq.core import __version__
 from trainqd import cgroups, logs, sdnotify
 from trainqd.api.http import Router
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket

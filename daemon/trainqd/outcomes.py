@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainq.states import JobState
+from trainq.core.states import JobState
 from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.retry import Decision, Ended, RetryPolicy, signal_name
 from trainqd.store import AttemptRow, JobRow

@@ -19,7 +19,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trainq.spec import JobSpec
+from trainq.core.spec import JobSpec
 
 TOOLKIT_EXIT_CODE = re.compile(r"\bExitCode[:=]?\s+(-?\d+)")
 MAX_LOST = 3

@@ -11,11 +11,11 @@ from typing import Any
 
 import anyio
 
-from trainq import __version__
-from trainq.errors import InvalidRequest, NotFound
-from trainq.spec import JobSpec
-from trainq.states import UNFINISHED, JobState
-from trainq.wire import (
+from trainq.core import __version__
+from trainq.core.errors import InvalidRequest, NotFound
+from trainq.core.spec import JobSpec
+from trainq.core.states import UNFINISHED, JobState
+from trainq.core.wire import (
     EventRecord,
     GpuList,
     GpuRecord,

@@ -8,8 +8,8 @@ import math
 import sqlite3
 from dataclasses import dataclass
 
-from trainq.spec import JobSpec
-from trainq.states import JobState
+from trainq.core.spec import JobSpec
+from trainq.core.states import JobState
 
 
 @dataclass(frozen=True)

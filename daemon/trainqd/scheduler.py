@@ -18,8 +18,8 @@ import time
 import anyio
 import structlog
 
-from trainq.errors import Conflict, DiskFull, InvalidSpec
-from trainq.states import ACTIVE, TERMINAL, JobState, TransitionError
+from trainq.core.errors import Conflict, DiskFull, InvalidSpec
+from trainq.core.states import ACTIVE, TERMINAL, JobState, TransitionError
 from trainqd import engine, plan_inputs, planner
 from trainqd.config import Config
 from trainqd.contract import Assignment

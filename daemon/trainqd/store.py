@@ -7,7 +7,7 @@ have not ended are also kept in memory, refreshed after every write: planning on
 event reads the whole queue, and re-reading and re-parsing a queue of thousands from SQLite
 each time would cost tens of milliseconds. A spec never changes once submitted, so each is
 parsed once. Every state change is a guarded update (`... WHERE state IN (sources)`) written in
-the same transaction as its event row, so the table in trainq.states is enforced by the
+the same transaction as its event row, so the table in trainq.core.states is enforced by the
 database as well as by the code, and the event stream can never miss or invent a change.
 """
 
@@ -21,9 +21,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from trainq.errors import DiskFull, NotFound
-from trainq.spec import JobSpec
-from trainq.states import UNFINISHED, JobState, TransitionError, check_transition, sources_of
+from trainq.core.errors import DiskFull, NotFound
+from trainq.core.spec import JobSpec
+from trainq.core.states import UNFINISHED, JobState, TransitionError, check_transition, sources_of
 from trainqd.rows import (
     ATTEMPT_COLUMNS,
     JOB_COLUMNS,

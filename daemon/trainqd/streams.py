@@ -19,8 +19,8 @@ from pathlib import Path
 
 import anyio
 
-from trainq.errors import Conflict
-from trainq.states import TERMINAL
+from trainq.core.errors import Conflict
+from trainq.core.states import TERMINAL
 from trainqd.events import ChangeNotifier
 from trainqd.jobdir import JobDirs
 from trainqd.monitor.records import STDERR, STDOUT

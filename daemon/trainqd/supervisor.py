@@ -24,7 +24,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from trainq.errors import DiskFull
+from trainq.core.errors import DiskFull
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
     EXIT_RECORD,

@@ -1,13 +1,13 @@
-"""Store rows as the API shows them (the wire models of trainq.wire)."""
+"""Store rows as the API shows them (the wire models of trainq.core.wire)."""
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
 
-from trainq.spec import JobSpec
-from trainq.states import JobState
-from trainq.wire import AttemptRecord, EventRecord, JobRecord, Owner
+from trainq.core.spec import JobSpec
+from trainq.core.states import JobState
+from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
 from trainqd.retry import signal_name

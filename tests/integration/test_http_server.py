@@ -31,8 +31,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import BaseModel, ConfigDict, Field
 from tests.helpers import wait_for
 
-from trainq.errors import Conflict, NotFound
-from trainq.spec import JobSpec
+from trainq.core.errors import Conflict, NotFound
+from trainq.core.spec import JobSpec
 from trainqd.api.http import QueryParam, Request, Response, Route, Router, StreamResponse
 from trainqd.api.listener import bind_unix_socket
 from trainqd.api.server import ServerLimits, serve

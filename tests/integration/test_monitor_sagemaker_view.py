@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, trainer
 
-from trainq.spec import parse_spec
+from trainq.core.spec import parse_spec
 from trainqd.contract import config_files
 from trainqd.monitor import procfs
 from trainqd.monitor.privileges import SAGEMAKER_ROOT

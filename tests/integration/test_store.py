@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainq.errors import DiskFull, NotFound
-from trainq.spec import JobSpec
-from trainq.states import JobState, TransitionError
+from trainq.core.errors import DiskFull, NotFound
+from trainq.core.spec import JobSpec
+from trainq.core.states import JobState, TransitionError
 from trainqd.store import Owner, Store, StoreError
 
 OWNER = Owner(uid=1000, gid=1000, user="alice")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.daemon import TRAINQD
 
-from trainq.paths import SYSTEM_CONFIG, SYSTEM_SOCKET, SYSTEM_STATE_DIR
+from trainq.core.paths import SYSTEM_CONFIG, SYSTEM_SOCKET, SYSTEM_STATE_DIR
 from trainqd.main import EX_CONFIG
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from tests.daemon import Daemon, pids_alive, running_daemon, trainer
 from tests.helpers import wait_for
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import http_as, trainq_as
-from trainq.errors import ExitCode
+from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
 

@@ -20,7 +20,7 @@ import pytest
 from tests.daemon import Daemon, python_job
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import files_containing, probe_trainer, trainq_as
-from trainq.errors import ExitCode
+from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
 MODES = ["File", "Pipe"]

@@ -17,7 +17,7 @@ from tests.daemon import Daemon, python_job, trainer
 from tests.helpers import wait_for
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import http_as, process_ids, submit_as, trainq_as
-from trainq.errors import ExitCode
+from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
 

@@ -12,7 +12,7 @@ import pytest
 from tests.daemon import running_daemon
 from tests.multiuser.accounts import ADMINS, Accounts
 from tests.multiuser.support import trainq_as
-from trainq.errors import ExitCode
+from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
 JOBLESS = '{\n  "jobs": []\n}\n'  # `trainq ls --json` of an empty queue

@@ -18,7 +18,7 @@ from tests.daemon import Daemon, scratch_dir, supervised
 from tests.helpers import wait_for
 from tests.multiuser.accounts import ADMINS, Accounts, User
 from tests.multiuser.support import http_as, trainq_as
-from trainq.errors import ExitCode
+from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
 

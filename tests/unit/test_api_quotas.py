@@ -7,7 +7,7 @@ import resource
 
 import pytest
 
-from trainq.errors import Busy
+from trainq.core.errors import Busy
 from trainqd.api.limits import ServerLimits
 from trainqd.api.quotas import (
     RESERVED_DESCRIPTORS,

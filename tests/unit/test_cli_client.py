@@ -19,7 +19,7 @@ import pytest
 from tests.apistub import ApiStub, Reply, Seen
 
 from trainq.client import Client, QueryValue, build_target, iter_lines
-from trainq.errors import (
+from trainq.core.errors import (
     Busy,
     Conflict,
     DaemonUnreachable,

@@ -1,4 +1,4 @@
-"""What `ls`, `show`, `gpus`, `health` and `wait` print, from records shaped by trainq.wire."""
+"""What `ls`, `show`, `gpus`, `health` and `wait` print, from records shaped by trainq.core.wire."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from trainq.core.spec import ChannelSpec, JobSpec
+from trainq.core.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
 from trainq.humanize import (
     end_summary,
     exit_cell,
@@ -24,8 +26,6 @@ from trainq.humanize import (
     shorten,
 )
 from trainq.render import RenderOptions, gpu_table, job_detail, job_table, options_for
-from trainq.spec import ChannelSpec, JobSpec
-from trainq.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 PIPED = RenderOptions(now=NOW, tz=UTC)

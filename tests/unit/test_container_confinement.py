@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainq.errors import Forbidden
-from trainq.spec import parse_spec
+from trainq.core.errors import Forbidden
+from trainq.core.spec import parse_spec
 from trainqd import engine
 from trainqd.config import ConfigError, load_config
 from trainqd.image_policy import check_image, transport

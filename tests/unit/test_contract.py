@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from trainq.spec import parse_spec
+from trainq.core.spec import parse_spec
 from trainqd.contract import (
     Assignment,
     config_files,

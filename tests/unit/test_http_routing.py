@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from trainq.errors import InvalidRequest, InvalidSpec, NotFound
-from trainq.spec import JobSpec
-from trainq.wire import StopRequest
+from trainq.core.errors import InvalidRequest, InvalidSpec, NotFound
+from trainq.core.spec import JobSpec
+from trainq.core.wire import StopRequest
 from trainqd.api.http import (
     Caller,
     QueryParam,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from trainq.spec import JobSpec
-from trainq.wire import EventRecord, GpuList, HealthRecord, JobList, JobRecord, StopRequest
+from trainq.core.spec import JobSpec
+from trainq.core.wire import EventRecord, GpuList, HealthRecord, JobList, JobRecord, StopRequest
 from trainqd.api.http import QueryParam, Request, Response, Route
 from trainqd.api.openapi import build_openapi
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import signal
 
-from trainq.spec import JobSpec
-from trainq.states import JobState
+from trainq.core.spec import JobSpec
+from trainq.core.states import JobState
 from trainqd.monitor.records import ExitRecord
 from trainqd.outcomes import LOST_REASON, settle
 from trainqd.store import AttemptRow, JobRow, Owner

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from trainq.spec import JobSpec
-from trainq.states import JobState
+from trainq.core.spec import JobSpec
+from trainq.core.states import JobState
 from trainqd import planner
 from trainqd.gpus.base import GpuUsage
 from trainqd.plan_inputs import capacity, left_after, queued, running

@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from trainq.spec import JobSpec
+from trainq.core.spec import JobSpec
 from trainqd.retry import MAX_LOST, Ended, RetryPolicy
 
 POLICY = RetryPolicy()

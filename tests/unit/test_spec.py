@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainq.spec import JobSpec, parse_spec
+from trainq.core.spec import JobSpec, parse_spec
 
 
 def spec(**kw: object) -> dict[str, object]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainq.errors import InvalidSpec
-from trainq.spec import parse_spec
+from trainq.core.errors import InvalidSpec
+from trainq.core.spec import parse_spec
 from trainq.specfile import (
     ChannelFlag,
     SubmitFlags,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainq.states import (
+from trainq.core.states import (
     ACTIVE,
     TERMINAL,
     TRANSITIONS,

@@ -20,7 +20,7 @@ import anyio.lowlevel
 import h11
 from anyio.abc import SocketStream
 
-from trainq.errors import Busy, InvalidRequest, PayloadTooLarge, TrainqError
+from trainq.core.errors import Busy, InvalidRequest, PayloadTooLarge, TrainqError
 from trainqd.api.http import (
     Caller,
     Request,

@@ -19,8 +19,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pydantic_core
 from pydantic import BaseModel, ValidationError
 
-from trainq.errors import InvalidRequest, InvalidSpec, MethodNotAllowed, NotFound
-from trainq.spec import JobSpec, describe_validation_error
+from trainq.core.errors import InvalidRequest, InvalidSpec, MethodNotAllowed, NotFound
+from trainq.core.spec import JobSpec, describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaValue
 
-from trainq.wire import ErrorBody
+from trainq.core.wire import ErrorBody
 from trainqd.api.http import JSON_CONTENT_TYPE, QueryParam, Route
 
 OPENAPI_VERSION = "3.1.0"

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from trainq.errors import Busy
+from trainq.core.errors import Busy
 from trainqd.api.limits import ServerLimits
 
 ROOT_UID = 0

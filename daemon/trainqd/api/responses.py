@@ -12,7 +12,7 @@ import h11
 import pydantic_core
 from pydantic import BaseModel
 
-from trainq import __version__
+from trainq.core import __version__
 from trainqd.api.http import JSON_CONTENT_TYPE
 
 _SERVER = f"trainqd/{__version__}".encode()

@@ -21,7 +21,7 @@ import socket
 import anyio
 from anyio.abc import TaskGroup, TaskStatus, UNIXSocketStream
 
-from trainq.errors import Busy
+from trainq.core.errors import Busy
 from trainqd.api.connection import (
     Connection,
     OnError,

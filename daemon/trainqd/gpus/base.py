@@ -24,7 +24,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from trainq.errors import TrainqError
+from trainq.core.errors import TrainqError
 
 BackendKind = Literal["nvml", "fake", "none"]
 

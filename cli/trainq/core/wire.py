@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
-from trainq.spec import JobSpec
-from trainq.states import JobState
+from trainq.core.spec import JobSpec
+from trainq.core.states import JobState
 
 # How an attempt ended (data, not states; DESIGN §3).
 Outcome = Literal[
