@@ -1,13 +1,16 @@
-"""`trainq submit` wall time, the real console script against a real trainqd, with
-`python -c pass` and `trainq --version` as baselines taken in the same run.
+"""`trainq submit` and `trainq ls` wall time, the real console script against a real trainqd,
+with `python -c pass`, a bare `import typer` and `trainq --version` as baselines taken in
+the same run.
 
     .venv/bin/python bench/cli.py [--runs 40] [--importtime]
 
 The daemon has one fake GPU held by a long job, and every submission asks for a GPU, so it
-queues: what is timed is the command, not a start. The three commands take turns, round
+queues: what is timed is the command, not a start (and `ls` draws a table of the jobs queued
+so far: one row per round). The commands take turns, round
 after round, so drift and noise hit them alike; each is timed from before fork to after
-reaping, output captured (and the submit's checked: one job id). With --importtime, the
-heaviest imports of one `trainq submit` follow (`-X importtime`, cumulative).
+reaping, output captured (and checked: the submit's one job id, a table from ls). With
+--importtime, the heaviest imports of one `trainq submit` and one `trainq ls` follow
+(`-X importtime`, cumulative).
 With `--runs 40` the p99 is the slowest run (nearest rank).
 """
 
@@ -73,10 +76,13 @@ def main() -> None:
         holder = hold_the_gpu(client)
         trainq = trainq_argv(args.source)
         submit = [*trainq, "--socket", str(daemon.socket), "submit", "--gpus", "1", "--"]
+        ls = [*trainq, "--socket", str(daemon.socket), "ls"]
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
+            "python -c 'import typer'": [sys.executable, "-c", "import typer"],
             "trainq --version": [*trainq, "--version"],
             "trainq submit --gpus 1 -- /bin/true": [*submit, "/bin/true"],
+            "trainq ls": ls,
         }
         times: dict[str, list[float]] = {label: [] for label in commands}
         for argv in commands.values():  # one untimed run each: page cache, pycache
@@ -86,22 +92,28 @@ def main() -> None:
                 took, out = timed(argv, env)
                 if "submit" in label and not out.strip().isdigit():
                     raise RuntimeError(f"trainq submit printed {out!r}, not a job id")
+                if label == "trainq ls" and "PENDING" not in out:
+                    raise RuntimeError(f"trainq ls printed {out!r}, not a table of jobs")
                 times[label].append(took)
-        imports = heaviest_imports([*submit, "/bin/true"], env, 25) if args.importtime else []
+        imports = {
+            label: heaviest_imports(argv, env, 25)
+            for label, argv in (("trainq submit", [*submit, "/bin/true"]), ("trainq ls", ls))
+            if args.importtime
+        }
         client.stop(holder)
     python = Summary.of(times["python -c pass"])
-    version = Summary.of(times["trainq --version"])
-    print("\n| command | p50 ms | p99 ms | mean ms | vs python -c pass | vs trainq --version |")
+    typer = Summary.of(times["python -c 'import typer'"])
+    print("\n| command | p50 ms | p99 ms | mean ms | vs python -c pass | vs import typer |")
     print("|---|---|---|---|---|---|")
     for label, values in times.items():
         s = Summary.of(values)
         print(
             f"| `{label}` | {s.median * 1e3:.1f} | {s.p99 * 1e3:.1f} | {s.mean * 1e3:.1f} | "
-            f"{ratio(s.median, python.median)} | {ratio(s.median, version.median)} |"
+            f"{ratio(s.median, python.median)} | {ratio(s.median, typer.median)} |"
         )
-    if imports:
-        print("\nheaviest imports of one `trainq submit` (cumulative, -X importtime):")
-        print("\n".join(imports))
+    for label, heaviest in imports.items():
+        print(f"\nheaviest imports of one `{label}` (cumulative, -X importtime):")
+        print("\n".join(heaviest))
     print(load())
 
 

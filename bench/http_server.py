@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.helpers import wait_for
 
 from trainq.core.spec import JobSpec
-from trainqd.api.http import Request, Response, Route, Router
 from trainqd.api.listener import bind_unix_socket
+from trainqd.api.routing import Request, Response, Route, Router
 from trainqd.api.server import serve
 
 ROOT = Path(__file__).resolve().parents[1]

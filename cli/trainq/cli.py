@@ -1,16 +1,26 @@
-"""The `trainq` command: argument parsing, the dispatch to one function per command, and the
-rule that every failure is one line on stderr with a meaningful exit status.
+"""The `trainq` command: its flags (typer), the dispatch to one function per command
+(`trainq.commands.COMMANDS`), and the rule that every failure is one line on stderr with a
+meaningful exit status.
 
-Why argparse and not typer (a decision, measured on the lab's 2-core machines): `import
-typer` pulls in pydantic and a typer `submit` takes 260-380 ms, `import httpx` alone ~140 ms,
-`import rich.console` ~90 ms, while argparse + h11 + json + socket do a whole submit in
-~70 ms; the target is `trainq submit` <= 120 ms median. So: the standard library's argparse,
-one subcommand per API request, joined by one dispatch table (`trainq.commands.COMMANDS`,
-in the style of pueue's client); HTTP/1.1 with h11 on a blocking unix socket
-(`trainq.client`); rich imported only by the commands that draw tables (`ls`, `show`,
-`gpus`: `trainq.render`); pydantic never (`submit` sends a plain dict, the daemon validates
-it and answers one line). The commands, and h11 with them, are imported only once the
-arguments have parsed, so `--help`, `--version` and usage errors do not pay for them.
+Parsing and running are two steps. Each typer function below only turns its flags into an
+`argparse.Namespace` (the commands' one input type) and returns it; `main` then runs the
+command. So parsing is testable alone (`parse`), and the commands and their imports (h11,
+rich for tables) are loaded only once the line has parsed: `--help`, `--version`, usage
+errors and Tab completion do not pay for them.
+
+Start-up cost (bench/cli.py measures it; the budget of `trainq submit` and `trainq ls` is
+150 ms median on a 2-core machine): typer is pinned below 0.26 (from 0.29 it validates every
+flag through pydantic, ~150 ms of imports; from 0.26 it carries click as a private copy,
+whose exceptions this module needs). rich is loaded by typer only to draw `--help`, and by
+the commands that draw tables; usage errors are worded here, in one line, without it.
+Flag values are parsed by the same functions as before (trainq.specfile), wrapped so that
+their messages reach the user as they are.
+
+Adding a command: write `def run(ctx: Context, args: Namespace) -> int` in its own module,
+add a line to `trainq.commands.COMMANDS` that imports it lazily, and add one function here
+decorated with `@app.command(short_help=...)` whose parameters are its flags and which
+returns `_parsed(ctx, "name", flag=value, ...)`: the attribute names the command reads.
+A command whose flags are defined with argparse registers with `_argparse_command` instead.
 
 Exit statuses: trainq.core.errors.ExitCode (2 for usage errors), 130 after Ctrl-C, 141 when the
 reader of stdout went away (`trainq ls | head -1`), both quietly, as a shell would report a
@@ -18,14 +28,21 @@ process ended by SIGINT or SIGPIPE; 1 for anything unexpected, with a hint to re
 TRAINQ_DEBUG=1 for the traceback.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: typer reads every command's annotations on each
+# run, and evaluating them once at import is cheaper than typer evaluating strings.
 import argparse
 import os
+import re
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
+import click
+import typer
+from typer.core import TyperGroup
+
+from trainq.completion import any_job, unfinished_job
 from trainq.core import __version__
 from trainq.core.errors import TrainqError
 from trainq.core.paths import SOCKET_ENV, client_socket
@@ -33,101 +50,41 @@ from trainq.core.states import JobState
 from trainq.specfile import (
     parse_channel,
     parse_env,
+    parse_integer,
+    parse_job_id,
     parse_key_value,
     parse_seconds,
+    parse_whole_number,
     parse_whole_seconds,
 )
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
+PROG = "trainq"
 INTERRUPTED = 130
 BROKEN_PIPE = 141
+USAGE = 2
 DEBUG_ENV = "TRAINQ_DEBUG"
+COMPLETE_VAR = "_TRAINQ_COMPLETE"  # set by the script of `trainq --show-completion`
 
 
-class _Formatter(argparse.HelpFormatter):
-    """argparse's help layout, but measuring the terminal without importing shutil.
+def _typed(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """A flag's parser whose ValueError message is what the user reads (click's own
+    wrapping of a parser would print the bad value alone); click adds the flag's name."""
 
-    argparse builds a formatter on every add_argument(), and its default imports shutil
-    (and with it bz2, lzma and zlib) to learn the width: ~5 ms on every `trainq` run.
-    """
-
-    def __init__(
-        self,
-        prog: str,
-        indent_increment: int = 2,
-        max_help_position: int = 24,
-        width: int | None = None,
-    ) -> None:
-        super().__init__(prog, indent_increment, max_help_position, width or _columns())
-
-
-def _columns() -> int:
-    # What shutil.get_terminal_size() answers: $COLUMNS, the terminal, else 80.
-    try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size().columns  # of standard output
-    except OSError:
-        return 80
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but an error is one line (`trainq submit: <message>`), no usage block, and
-    no abbreviated flags (`--gp` for `--gpus`), which would make adding a flag a breaking
-    change."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
-def _argument_type(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    """An argparse type whose ValueError message reaches the user as it is."""
-
-    def convert(text: str) -> Any:
+    def convert(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value  # a default, already parsed
         try:
-            return parse(text)
+            return parse(value)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            raise typer.BadParameter(str(exc)) from None
 
     convert.__name__ = name
     return convert
 
 
-def _whole_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"expected a whole number (0 or more), got {text!r}")
-    return value
-
-
 def _attempt_number(text: str) -> int:
     if not text.isdigit() or int(text) == 0:
         raise ValueError(f"expected an attempt number (1, 2, ...), got {text!r}")
-    return int(text)
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"expected an integer, got {text!r}") from None
-
-
-def _job_id(text: str) -> int:
-    if not text.isdigit() or int(text) == 0:
-        raise ValueError(f"expected a job id (a whole number like 12), got {text!r}")
     return int(text)
 
 
@@ -138,16 +95,106 @@ def _state(text: str) -> str:
     return state
 
 
-COUNT = _argument_type(_whole_number, "count")
-INTEGER = _argument_type(_integer, "integer")
-JOB_ID = _argument_type(_job_id, "job id")
-ATTEMPT = _argument_type(_attempt_number, "attempt")
-DURATION = _argument_type(parse_seconds, "duration")
-WHOLE_DURATION = _argument_type(parse_whole_seconds, "duration")
-KEY_VALUE = _argument_type(parse_key_value, "KEY=VALUE")
-ENV_ENTRY = _argument_type(parse_env, "NAME=VALUE")
-CHANNEL = _argument_type(parse_channel, "channel")
-STATE = _argument_type(_state, "state")
+def _engine(text: str) -> str:
+    if text not in ("docker", "podman"):
+        raise ValueError(f"invalid choice: {text!r} (choose from 'docker', 'podman')")
+    return text
+
+
+def _group_by(text: str) -> str:
+    if text != "user":
+        raise ValueError(f"invalid choice: {text!r} (choose from 'user')")
+    return text
+
+
+COUNT = _typed(parse_whole_number, "count")
+INTEGER = _typed(parse_integer, "integer")
+JOB_ID = _typed(parse_job_id, "job id")
+ATTEMPT = _typed(_attempt_number, "attempt")
+DURATION = _typed(parse_seconds, "duration")
+WHOLE_DURATION = _typed(parse_whole_seconds, "duration")
+KEY_VALUE = _typed(parse_key_value, "KEY=VALUE")
+ENV_ENTRY = _typed(parse_env, "NAME=VALUE")
+CHANNEL = _typed(parse_channel, "channel")
+STATE = _typed(_state, "state")
+ENGINE = _typed(_engine, "engine")
+GROUP_BY = _typed(_group_by, "group")
+
+
+class _UsageError(click.UsageError):
+    """A usage error already worded as trainq words it (`argument --x: ...`)."""
+
+
+class _Group(TyperGroup):
+    """Commands listed in the order they were added, and an unknown one named as such."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name not in self.commands and not ctx.resilient_parsing:
+            choices = ", ".join(repr(command) for command in self.commands)
+            raise _UsageError(
+                f"argument COMMAND: invalid choice: {name!r} (choose from {choices})", ctx
+            )
+        return super().resolve_command(ctx, args)
+
+
+app = typer.Typer(
+    name=PROG,
+    cls=_Group,
+    help="Submit and watch training jobs run by trainqd.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode="rich",  # rich is imported only when help is drawn
+    pretty_exceptions_enable=False,  # errors are one line (main), never a rich traceback
+    add_completion=True,  # --install-completion, --show-completion
+)
+
+SOCKET_HELP = (
+    f"trainqd's socket (default: ${SOCKET_ENV}, your own daemon's socket if it exists, "
+    "else /run/trainq/trainq.sock)"
+)
+Socket = Annotated[
+    str | None, typer.Option("--socket", metavar="PATH", help=SOCKET_HELP, show_default=False)
+]
+Json = Annotated[bool, typer.Option("--json", help="print the daemon's JSON")]
+
+
+def _job_argument(complete: Callable[[Any, str], list[tuple[str, str]]]) -> Any:
+    return typer.Argument(metavar="JOB", parser=JOB_ID, autocompletion=complete, show_default=False)
+
+
+# `show -3` is a bad job id (as argparse had it), not an unknown flag named -3.
+JOB_COMMAND = {"ignore_unknown_options": True}
+AnyJob = Annotated[int, _job_argument(any_job)]
+UnfinishedJob = Annotated[int, _job_argument(unfinished_job)]
+
+
+def _parsed(ctx: typer.Context, command: str, **values: Any) -> argparse.Namespace:
+    """The parsed line: `--socket` given after the command wins over one given before."""
+    socket = values.pop("socket", None) or (ctx.parent.params.get("socket") if ctx.parent else None)
+    return argparse.Namespace(command=command, socket=socket, **values)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"{PROG} {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    socket: Socket = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="print the version"),
+    ] = False,
+) -> None:
+    """Submit and watch training jobs run by trainqd."""
+
 
 SUBMIT_HELP = """\
 Submit a job and print its id. The spec comes from -f FILE (TOML or JSON) with the flags
@@ -157,170 +204,352 @@ with your PATH, so `python3` means the same program it means to you. Relative pa
 (channels, -f, --workdir) are taken from the current directory; `~` is expanded."""
 
 
-def _add_submit(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("submit", parents=[common], help="submit a job", description=SUBMIT_HELP)
-    p.add_argument("-f", "--file", metavar="SPEC", help="spec file (.toml or .json)")
-    p.add_argument("--name", help="job name (letters, digits, '.', '_', '-')")
-    p.add_argument("--gpus", type=COUNT, metavar="N", help="whole GPUs the job needs")
-    p.add_argument("--priority", type=INTEGER, metavar="P", help="higher runs first")
-    p.add_argument(
-        "--hp",
-        type=KEY_VALUE,
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="hyperparameter (repeatable; replaces the file's entry of that name)",
-    )
-    p.add_argument(
-        "--channel",
-        type=CHANNEL,
-        action="append",
-        default=[],
-        metavar="NAME=PATH[:MODE]",
-        help="input channel; MODE is File (default), Pipe or FastFile (repeatable)",
-    )
-    p.add_argument(
-        "--env",
-        type=ENV_ENTRY,
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="environment variable; K alone passes on your value (repeatable)",
-    )
-    p.add_argument(
-        "--max-runtime",
-        type=WHOLE_DURATION,
-        metavar="S",
-        help="stop the job after this long: seconds, or 30m, 12h, 2d",
-    )
-    p.add_argument(
-        "--stop-grace",
-        type=DURATION,
-        metavar="S",
-        help="time between SIGTERM and SIGKILL when the job is stopped",
-    )
-    p.add_argument(
-        "--max-retries", type=COUNT, metavar="N", help="retries of transient crashes (default 3)"
-    )
-    p.add_argument("--image", help="run this container image (as `IMAGE train`)")
-    p.add_argument("--engine", choices=("docker", "podman"), help="container engine")
-    p.add_argument("--workdir", metavar="DIR", help="working directory of a subprocess job")
-    p.add_argument(
-        "--wait",
-        action="store_true",
-        help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED",
-    )
-    p.add_argument("--json", action="store_true", help="print the job record as JSON")
-    p.add_argument(
-        "command_argv",
-        nargs="*",
-        metavar="-- COMMAND",
-        help="the trainer's command line (subprocess jobs)",
+def _repeated(flag: str, metavar: str, kind: Callable[[str], Any], help_text: str) -> Any:
+    return typer.Option(flag, metavar=metavar, parser=kind, help=help_text, show_default=False)
+
+
+@app.command(help=SUBMIT_HELP, short_help="submit a job")
+def submit(
+    ctx: typer.Context,
+    *,
+    command_argv: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="-- COMMAND", help="the trainer's command line (subprocess jobs)"),
+    ] = None,
+    file: Annotated[
+        str | None, typer.Option("-f", "--file", metavar="SPEC", help="spec file (.toml or .json)")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="job name (letters, digits, '.', '_', '-')")
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option(metavar="N", parser=COUNT, help="whole GPUs the job needs")
+    ] = None,
+    priority: Annotated[
+        int | None, typer.Option(metavar="P", parser=INTEGER, help="higher runs first")
+    ] = None,
+    hp: Annotated[
+        list[str] | None,
+        _repeated(
+            "--hp",
+            "K=V",
+            KEY_VALUE,
+            "hyperparameter (repeatable; replaces the file's entry of that name)",
+        ),
+    ] = None,
+    channel: Annotated[
+        list[str] | None,
+        _repeated(
+            "--channel",
+            "NAME=PATH[:MODE]",
+            CHANNEL,
+            "input channel; MODE is File (default), Pipe or FastFile (repeatable)",
+        ),
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        _repeated(
+            "--env",
+            "K=V",
+            ENV_ENTRY,
+            "environment variable; K alone passes on your value (repeatable)",
+        ),
+    ] = None,
+    max_runtime: Annotated[
+        int | None,
+        typer.Option(
+            metavar="S",
+            parser=WHOLE_DURATION,
+            help="stop the job after this long: seconds, or 30m, 12h, 2d",
+        ),
+    ] = None,
+    stop_grace: Annotated[
+        float | None,
+        typer.Option(
+            metavar="S",
+            parser=DURATION,
+            help="time between SIGTERM and SIGKILL when the job is stopped",
+        ),
+    ] = None,
+    max_retries: Annotated[
+        int | None,
+        typer.Option(metavar="N", parser=COUNT, help="retries of transient crashes (default 3)"),
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option(help="run this container image (as `IMAGE train`)")
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(metavar="docker|podman", parser=ENGINE, help="container engine"),
+    ] = None,
+    workdir: Annotated[
+        str | None,
+        typer.Option(metavar="DIR", help="working directory of a subprocess job"),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait", help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED"
+        ),
+    ] = False,
+    json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    return _parsed(
+        ctx, "submit", socket=socket, file=file, name=name, gpus=gpus, priority=priority,
+        hp=list(hp or []), channel=list(channel or []), env=list(env or []),
+        max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
+        engine=engine, workdir=workdir, wait=wait, json=json,
+        command_argv=list(command_argv or []),
+    )  # fmt: skip
+
+
+@app.command(short_help="stop a job (SIGTERM, grace, SIGKILL)", context_settings=JOB_COMMAND)
+def stop(
+    ctx: typer.Context,
+    job: UnfinishedJob,
+    grace: Annotated[
+        float | None,
+        typer.Option(
+            metavar="S",
+            parser=DURATION,
+            help="seconds between SIGTERM and SIGKILL (default: the job's own)",
+        ),
+    ] = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Stop a job: SIGTERM, its grace, then SIGKILL. Prints the state it is in now."""
+    return _parsed(ctx, "stop", socket=socket, job=job, grace=grace)
+
+
+@app.command(short_help="list jobs (unfinished ones by default)")
+def ls(
+    ctx: typer.Context,
+    *,
+    all_jobs: Annotated[bool, typer.Option("--all", help="include ended jobs")] = False,
+    user: Annotated[str | None, typer.Option(metavar="NAME", help="only this user's jobs")] = None,
+    state: Annotated[
+        str | None, typer.Option(metavar="S", parser=STATE, help="only jobs in this state")
+    ] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="absolute times, full reasons")] = False,
+    json: Json = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """List jobs: unfinished ones, or all with --all."""
+    return _parsed(
+        ctx, "ls", socket=socket, all=all_jobs, user=user, state=state, wide=wide, json=json
     )
 
 
-def build_parser() -> tuple[_Parser, dict[str, _Parser]]:
-    """The parser, and each command's own parser (for errors in the command's name)."""
-    # --socket is accepted before or after the command; SUPPRESS keeps a command's parser
-    # from overwriting the value given before the command with None.
-    common = _Parser(add_help=False)
-    common.add_argument(
-        "--socket",
-        default=argparse.SUPPRESS,
-        metavar="PATH",
-        help=f"trainqd's socket (default: ${SOCKET_ENV}, your own daemon's "
-        "socket if it exists, else /run/trainq/trainq.sock)",
+@app.command(short_help="everything about one job", context_settings=JOB_COMMAND)
+def show(
+    ctx: typer.Context,
+    job: AnyJob,
+    json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Everything about one job: its state, spec and attempts."""
+    return _parsed(ctx, "show", socket=socket, job=job, json=json)
+
+
+@app.command(short_help="print a job's output", context_settings=JOB_COMMAND)
+def logs(
+    ctx: typer.Context,
+    *,
+    job: AnyJob,
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="keep printing until it ends")
+    ] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", help="only its standard output")] = False,
+    stderr: Annotated[bool, typer.Option("--stderr", help="only its standard error")] = False,
+    attempt: Annotated[
+        int | None,
+        typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
+    ] = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Print a job's output, byte for byte (both streams unless --stdout or --stderr)."""
+    if stdout and stderr:
+        raise _UsageError("argument --stderr: not allowed with argument --stdout", ctx)
+    stream = "stdout" if stdout else "stderr" if stderr else "both"
+    return _parsed(
+        ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt
     )
-    parser = _Parser(
-        prog="trainq",
-        parents=[common],
-        description="Submit and watch training jobs run by trainqd.",
-    )
-    parser.add_argument("--version", action="version", version=f"trainq {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    _add_submit(sub, common)
-
-    p = sub.add_parser("stop", parents=[common], help="stop a job (SIGTERM, grace, SIGKILL)")
-    p.add_argument("job", type=JOB_ID, metavar="JOB")
-    p.add_argument(
-        "--grace",
-        type=DURATION,
-        metavar="S",
-        help="seconds between SIGTERM and SIGKILL (default: the job's own)",
-    )
-
-    p = sub.add_parser("ls", parents=[common], help="list jobs (unfinished ones by default)")
-    p.add_argument("--all", action="store_true", help="include ended jobs")
-    p.add_argument("--user", metavar="NAME", help="only this user's jobs")
-    p.add_argument("--state", type=STATE, metavar="S", help="only jobs in this state")
-    p.add_argument("--wide", action="store_true", help="absolute times, full reasons")
-    p.add_argument("--json", action="store_true", help="print the daemon's JSON")
-
-    p = sub.add_parser("show", parents=[common], help="everything about one job")
-    p.add_argument("job", type=JOB_ID, metavar="JOB")
-    p.add_argument("--json", action="store_true", help="print the job record as JSON")
-
-    p = sub.add_parser("logs", parents=[common], help="print a job's output")
-    p.add_argument("job", type=JOB_ID, metavar="JOB")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--stdout",
-        dest="stream",
-        action="store_const",
-        const="stdout",
-        help="only its standard output",
-    )
-    which.add_argument(
-        "--stderr",
-        dest="stream",
-        action="store_const",
-        const="stderr",
-        help="only its standard error",
-    )
-    p.set_defaults(stream="both")
-    p.add_argument("--attempt", type=ATTEMPT, metavar="N", help="this attempt (default: last)")
-
-    p = sub.add_parser(
-        "wait",
-        parents=[common],
-        help="wait for a job to end",
-        description="Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED.",
-    )
-    p.add_argument("job", type=JOB_ID, metavar="JOB")
-
-    p = sub.add_parser("gpus", parents=[common], help="the GPUs and who holds them")
-    p.add_argument("--json", action="store_true", help="print the daemon's JSON")
-
-    p = sub.add_parser("health", parents=[common], help="is trainqd up, and how busy")
-    p.add_argument("--json", action="store_true", help="print the daemon's JSON")
-
-    return parser, dict(sub.choices)
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    """Parse the command line; argparse's SystemExit (help, version, errors) passes through."""
-    parser, commands = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        parser.exit(2)
-    if extra:
-        hint = ""
-        if args.command == "submit" and any(arg.startswith("-") for arg in extra):
-            hint = " (put the job's command after `--`: trainq submit [options] -- COMMAND...)"
-        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}{hint}")
-    return args
+@app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)
+def wait(ctx: typer.Context, job: AnyJob, socket: Socket = None) -> argparse.Namespace:
+    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED."""
+    return _parsed(ctx, "wait", socket=socket, job=job)
+
+
+@app.command(short_help="the GPUs and who holds them")
+def gpus(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argparse.Namespace:
+    """The GPUs, the job holding each, and processes trainq did not start."""
+    return _parsed(ctx, "gpus", socket=socket, json=json)
+
+
+@app.command(short_help="is trainqd up, and how busy")
+def health(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argparse.Namespace:
+    """Is trainqd up, and how busy: one line."""
+    return _parsed(ctx, "health", socket=socket, json=json)
+
+
+@app.command(short_help="live view of GPUs, jobs and the queue")
+def top(ctx: typer.Context, socket: Socket = None) -> argparse.Namespace:
+    """A live view of the GPUs, the running jobs and the queue (q quits)."""
+    return _parsed(ctx, "top", socket=socket)
+
+
+@app.command(short_help="GPU-hours and jobs per user")
+def report(
+    ctx: typer.Context,
+    *,
+    since: Annotated[str, typer.Option(metavar="PERIOD", help="30d, 12h, 90m, 2w")] = "30d",
+    by: Annotated[
+        str, typer.Option(metavar="user", parser=GROUP_BY, help="group rows by (user)")
+    ] = "user",
+    json: Json = False,
+    csv: Annotated[bool, typer.Option("--csv", help="comma-separated values")] = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """GPU-hours, jobs, failures and idle GPU-hours per user over a period."""
+    if json and csv:
+        raise _UsageError("argument --csv: not allowed with argument --json", ctx)
+    return _parsed(ctx, "report", socket=socket, since=since, by=by, json=json, csv=csv)
+
+
+# -- commands whose flags are defined with argparse -------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (`trainq export: <message>`, exit 2), no usage
+    block, and no abbreviated flags (which would make adding a flag a breaking change)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: {message}\n")
+
+
+def _argparse_command(
+    name: str, add_parser: Callable[[Any, argparse.ArgumentParser], Any], short_help: str
+) -> None:
+    """Register `name`, whose flags `add_parser(sub, common)` defines with argparse: typer
+    hands it the rest of the line untouched (and `--help` too, which argparse answers)."""
+
+    def command(
+        ctx: typer.Context,
+        words: Annotated[list[str] | None, typer.Argument(metavar="ARGS")] = None,
+    ) -> argparse.Namespace:
+        common = _Parser(add_help=False)
+        common.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH")
+        parser = _Parser(prog=PROG)
+        sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+        add_parser(sub, common)
+        args = parser.parse_args([name, *(words or [])])
+        return _parsed(ctx, name, **_fields(args))
+
+    app.command(
+        name,
+        short_help=short_help,
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    )(command)
+
+
+def _fields(args: argparse.Namespace) -> dict[str, Any]:
+    fields = dict(vars(args))
+    fields.pop("command", None)
+    return fields
+
+
+def _export_parser(sub: Any, common: argparse.ArgumentParser) -> Any:
+    from trainq import export_command  # noqa: PLC0415 (loaded only when `export` runs)
+
+    return export_command.add_parser(sub, common)
+
+
+_argparse_command("export", _export_parser, "a job as a Slurm, Kubernetes or SageMaker artifact")
+
+
+# -- running ----------------------------------------------------------------------------
+
+
+def _argument_name(param: click.Parameter) -> str:
+    if isinstance(param, click.Option):
+        return "/".join(param.opts)
+    return param.human_readable_name
+
+
+def _one_line_usage(exc: click.UsageError) -> str:
+    """argparse's wording of a usage error, as trainq has always printed it."""
+    prefix = exc.ctx.command_path if exc.ctx is not None else PROG
+    if isinstance(exc, click.MissingParameter) and exc.param is not None:
+        message = f"the following arguments are required: {_argument_name(exc.param)}"
+    elif isinstance(exc, click.BadParameter) and exc.param is not None:
+        message = f"argument {_argument_name(exc.param)}: {exc.message}"
+    elif isinstance(exc, click.NoSuchOption):
+        message = f"unrecognized arguments: {exc.option_name}"
+    elif isinstance(exc, click.BadOptionUsage) and "requires an argument" in exc.message:
+        message = f"argument {exc.option_name}: expected one argument"
+    else:
+        extra = re.match(r"Got unexpected extra arguments? \((.*)\)$", exc.message)
+        message = f"unrecognized arguments: {extra[1]}" if extra else exc.message
+    in_submit = exc.ctx is not None and exc.ctx.info_name == "submit"
+    if in_submit and message.startswith("unrecognized arguments: -"):
+        message += " (put the job's command after `--`: trainq submit [options] -- COMMAND...)"
+    return f"{prefix}: {message}"
+
+
+def _short_usage() -> str:
+    """What a bare `trainq` prints on stderr: the commands, one line each."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)
+    lines = [f"usage: {PROG} [--socket PATH] COMMAND [ARGS]...", "", "commands:"]
+    for name, command in group.commands.items():
+        lines.append(f"  {name:<8}{command.short_help or ''}")
+    lines += ["", f"`{PROG} COMMAND --help` says more about each."]
+    return "\n".join(lines) + "\n"
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace | int:
+    """Parse the command line: the Namespace to run, or the exit status when parsing was
+    the whole job (`--help`, `--version`, completion) or failed (one line already printed).
+    """
+    if not argv and COMPLETE_VAR not in os.environ:  # a shell asking completes with no argv
+        sys.stderr.write(_short_usage())
+        return USAGE
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(
+            args=list(argv), prog_name=PROG, complete_var=COMPLETE_VAR, standalone_mode=False
+        )
+    except click.UsageError as exc:
+        _say_raw(_one_line_usage(exc))
+        return USAGE
+    except click.Abort:
+        return INTERRUPTED
+    except SystemExit as exc:  # completion, and argparse's own exits
+        return _exit_status(exc.code)
+    if isinstance(result, argparse.Namespace):
+        return result
+    return _exit_status(result)
+
+
+def _say_raw(line: str) -> None:
+    try:
+        sys.stderr.write(f"{line}\n")
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):
+        pass
 
 
 def _say(message: str) -> None:
     # One line even if a message from the daemon carries a newline.
-    line = " ".join(part.strip() for part in message.splitlines() if part.strip())
-    try:
-        sys.stderr.write(f"trainq: {line}\n")
-        sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
-        pass
+    _say_raw(f"{PROG}: " + " ".join(part.strip() for part in message.splitlines() if part.strip()))
 
 
 def _silence_stdout() -> None:
@@ -337,28 +566,23 @@ def _silence_stdout() -> None:
 def _exit_status(code: object) -> int:
     if code is None:
         return 0
-    return code if isinstance(code, int) else 2
+    return code if isinstance(code, int) else USAGE
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run `trainq` with `argv` (default: sys.argv[1:]) and return its exit status."""
     debug = bool(os.environ.get(DEBUG_ENV))
     try:
-        try:
-            args = parse(sys.argv[1:] if argv is None else list(argv))
-        except SystemExit as exc:
-            return _exit_status(exc.code)
+        args = parse(sys.argv[1:] if argv is None else list(argv))
+        if isinstance(args, int):
+            return args
         from trainq.commands import COMMANDS, Context  # noqa: PLC0415 (see module docstring)
 
         try:
             cwd: Path | None = Path.cwd()
         except FileNotFoundError:
             cwd = None  # deleted under us; only `submit` needs it, and says so
-        ctx = Context(
-            socket_path=client_socket(getattr(args, "socket", None)),
-            environ=os.environ,
-            cwd=cwd,
-        )
+        ctx = Context(socket_path=client_socket(args.socket), environ=os.environ, cwd=cwd)
         return COMMANDS[args.command](ctx, args)
     except KeyboardInterrupt:
         return INTERRUPTED

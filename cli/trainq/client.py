@@ -9,6 +9,11 @@ A request may wait `response_timeout` seconds for its answer (a wedged daemon mu
 `trainq ls` forever); a stream (`logs -f`, events) has no time limit once it has started,
 because a training run may stay quiet for hours. Connecting always has a time limit.
 
+`Client` is also the Python library (`from trainq import Client`): besides the raw
+`request` and `stream` the CLI uses (the daemon's JSON as it came, no pydantic), it has
+typed methods (`submit`, `list`, `show`, `stop`, `logs`, `wait`, `events`) that return the
+wire records of `trainq.core.wire`, imported on first use so `import trainq` stays cheap.
+
 Errors come back as trainq's own classes (`trainq.core.errors.from_wire`), so the CLI's exit
 status follows the daemon's verdict; a socket nobody answers on is `DaemonUnreachable` with a
 line that says how to start the daemon.
@@ -21,6 +26,7 @@ stands.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import json as jsonlib
@@ -32,13 +38,18 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 import h11
 
 from trainq.core import __version__
 from trainq.core.errors import Busy, DaemonUnreachable, Forbidden, Unavailable, from_wire
+from trainq.core.paths import client_socket
+
+if TYPE_CHECKING:
+    from trainq.core.spec import JobSpec
+    from trainq.core.wire import EventRecord, JobRecord
 
 CONNECT_TIMEOUT = 5.0
 BUSY_RETRY_SECONDS = 3.0
@@ -257,17 +268,18 @@ class ResponseStream(Iterator[bytes]):
 
 
 class Client:
-    """trainqd's API on `socket_path`. Holds no connection between calls."""
+    """trainqd's API on `socket_path` (default: the socket `trainq` would use: $TRAINQ_SOCKET,
+    your own daemon's, else the system's). Holds no connection between calls."""
 
     def __init__(
         self,
-        socket_path: str | os.PathLike[str],
+        socket_path: str | os.PathLike[str] | None = None,
         *,
         connect_timeout: float = CONNECT_TIMEOUT,
         response_timeout: float | None = RESPONSE_TIMEOUT,
         busy_retry_seconds: float = BUSY_RETRY_SECONDS,
     ) -> None:
-        self.socket_path = Path(socket_path)
+        self.socket_path = client_socket(None if socket_path is None else os.fspath(socket_path))
         self.connect_timeout = connect_timeout
         self.response_timeout = response_timeout
         self.busy_retry_seconds = busy_retry_seconds
@@ -302,6 +314,19 @@ class Client:
         """
         body = None if json is None else jsonlib.dumps(json).encode()
         return self._retrying_busy(lambda: self._request(method, build_target(path, query), body))
+
+    def all_jobs(self, query: Mapping[str, QueryValue] | None = None) -> builtins.list[Any]:
+        """Every job GET /v1/jobs matches, following its pages (largest allowed) to the end."""
+        jobs: builtins.list[Any] = []
+        cursor: QueryValue = None
+        while True:
+            _, page = self.request(
+                "GET", "/v1/jobs", query={**(query or {}), "limit": 1000, "after": cursor}
+            )
+            jobs.extend(page.get("jobs", []))
+            cursor = page.get("next")
+            if not cursor:
+                return jobs
 
     def _request(self, method: str, target: str, body: bytes | None) -> tuple[int, Any]:
         exchange = _Exchange(self.socket_path, self.connect_timeout)
@@ -343,3 +368,92 @@ class Client:
             raise from_wire(response.status_code, _decode_json(error_body, headers))
         exchange.sock.settimeout(None)
         return ResponseStream(exchange, headers)
+
+    # -- the typed API (the Python library) ----------------------------------------------
+
+    def submit(
+        self, spec: Mapping[str, Any] | JobSpec | None = None, /, **fields: Any
+    ) -> JobRecord:
+        """Submit a job: `spec` (a dict shaped like a spec file, or a JobSpec) with `fields`
+        over it. As with `trainq submit`, relative paths are taken from the current
+        directory, and a subprocess job runs there with your PATH unless the spec says
+        otherwise. Raises InvalidSpec (and the daemon's other refusals) as trainq errors."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415 (pydantic on first use)
+        from trainq.specfile import SubmitFlags, build_spec  # noqa: PLC0415
+
+        if spec is None:
+            data: dict[str, Any] = {}
+        elif isinstance(spec, Mapping):
+            data = dict(spec)
+        else:
+            data = spec.model_dump(mode="json", exclude_unset=True)
+        data.update(fields)
+        body = build_spec(data, SubmitFlags(), Path.cwd(), os.environ)
+        _, record = self.request("POST", "/v1/jobs", json=body)
+        return JobRecord.model_validate(record)
+
+    def list(
+        self, *, include_ended: bool = False, state: str | None = None, user: str | None = None
+    ) -> builtins.list[JobRecord]:
+        """Jobs, unfinished ones unless `include_ended` (every page, oldest first)."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        query = {"all": include_ended, "state": state, "user": user}
+        return [JobRecord.model_validate(job) for job in self.all_jobs(query)]
+
+    def show(self, job_id: int) -> JobRecord:
+        """One job's record: state, spec, attempts. NotFound if there is no such job."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        _, record = self.request("GET", f"/v1/jobs/{int(job_id)}")
+        return JobRecord.model_validate(record)
+
+    def stop(self, job_id: int, *, grace_seconds: float | None = None) -> JobRecord:
+        """Stop a job (SIGTERM, the grace, SIGKILL); the record as it is now (STOPPING or
+        STOPPED). Forbidden for another user's job, Conflict for one that has ended."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        body = {} if grace_seconds is None else {"grace_seconds": grace_seconds}
+        _, record = self.request("POST", f"/v1/jobs/{int(job_id)}/stop", json=body)
+        return JobRecord.model_validate(record)
+
+    def logs(self, job_id: int, *, stream: str = "both", attempt: int | None = None) -> str:
+        """The output of the job's attempt (the last unless `attempt`) so far, as text;
+        `stream` is "both", "stdout" or "stderr"."""
+        with self._log_stream(job_id, stream, attempt, follow=False) as chunks:
+            return b"".join(chunks).decode("utf-8", "replace")
+
+    def follow_logs(
+        self, job_id: int, *, stream: str = "both", attempt: int | None = None
+    ) -> Iterator[str]:
+        """The attempt's output line by line as it is written, until the job ends."""
+        with self._log_stream(job_id, stream, attempt, follow=True) as chunks:
+            for line in iter_lines(chunks):
+                yield line.decode("utf-8", "replace")
+
+    def _log_stream(
+        self, job_id: int, stream: str, attempt: int | None, *, follow: bool
+    ) -> ResponseStream:
+        query: dict[str, QueryValue] = {"follow": follow, "stream": stream, "attempt": attempt}
+        return self.stream("GET", f"/v1/jobs/{int(job_id)}/logs", query)
+
+    def wait(self, job_id: int) -> JobRecord:
+        """Block until the job has ended (through a daemon restart, as `trainq wait` does);
+        its final record. The state says how it ended."""
+        from trainq.waiting import follow_until_ended  # noqa: PLC0415
+
+        follow_until_ended(self, int(job_id))
+        return self.show(job_id)
+
+    def events(
+        self, *, job_id: int | None = None, since: int | None = None
+    ) -> Iterator[EventRecord]:
+        """State changes as they happen (of one job, or all you may see); `since=0` replays
+        the stored ones first. The iterator runs until you stop reading it."""
+        from trainq.core.wire import EventRecord  # noqa: PLC0415
+
+        query: dict[str, QueryValue] = {"job": job_id, "since": since}
+        with self.stream("GET", "/v1/events", query) as chunks:
+            for line in iter_lines(chunks):
+                if line.strip():  # an empty line is a keep-alive
+                    yield EventRecord.model_validate_json(line)

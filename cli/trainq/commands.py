@@ -24,7 +24,7 @@ from trainq.client import Client
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
 from trainq.humanize import health_line, pretty_json
-from trainq.specfile import SubmitFlags, build_spec, load_spec_file
+from trainq.specfile import build_spec, load_spec_file, submit_flags
 from trainq.waiting import exit_status_of, report_end, wait_until_ended
 
 
@@ -71,21 +71,7 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.cwd is None:
         raise InvalidRequest("the current directory no longer exists; cd to one that does")
     file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
-    flags = SubmitFlags(
-        name=args.name,
-        gpus=args.gpus,
-        priority=args.priority,
-        hyperparameters=args.hp,
-        environment=args.env,
-        channels=args.channel,
-        max_runtime_seconds=args.max_runtime,
-        stop_grace_seconds=args.stop_grace,
-        max_retries=args.max_retries,
-        image=args.image,
-        engine=args.engine,
-        working_dir=args.workdir,
-        command=args.command_argv,
-    )
+    flags = submit_flags(args, args.command_argv)
     spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
     if spec.get("command") is None and spec.get("image") is None:
         # The daemon would refuse it too, but only the CLI can say which flags to use.
@@ -125,7 +111,13 @@ def ls(ctx: Context, args: argparse.Namespace) -> int:
     """GET /v1/jobs: a table of jobs (unfinished ones unless --all or an ended --state)."""
     everything = args.all or (args.state is not None and args.state in TERMINAL)
     query = {"all": everything, "state": args.state, "user": args.user}
-    _, body = ctx.client().request("GET", "/v1/jobs", query=query)
+    client = ctx.client()
+    if args.all:
+        # --all pages through every job; without it, one page and a hint when more match.
+        listed = client.all_jobs(query)
+        body: Any = {"jobs": listed, "total": len(listed), "next": None}
+    else:
+        _, body = client.request("GET", "/v1/jobs", query=query)
     if args.json:
         ctx.print(pretty_json(body))
         return 0
@@ -137,6 +129,8 @@ def ls(ctx: Context, args: argparse.Namespace) -> int:
     from trainq.render import job_table, options_for  # noqa: PLC0415 (rich: ~90 ms)
 
     ctx.print(job_table(jobs, options_for(ctx.stdout, ctx.environ, ctx.now()), wide=args.wide))
+    if body.get("next"):
+        ctx.say(f"showing {len(jobs)} of {body.get('total')}; `trainq ls --all` lists them all")
     return 0
 
 
@@ -184,6 +178,27 @@ def health(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def report(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/report: usage per user (trainq.report)."""
+    from trainq import report as usage  # noqa: PLC0415 (rich only where it draws)
+
+    return usage.run(ctx, args)
+
+
+def top(ctx: Context, args: argparse.Namespace) -> int:
+    """The live full-screen view (trainq.top)."""
+    from trainq import top as live_view  # noqa: PLC0415 (rich only where it draws)
+
+    return live_view.run(ctx, args)
+
+
+def export(ctx: Context, args: argparse.Namespace) -> int:
+    """A job as a Slurm, Kubernetes or SageMaker artifact (trainq.export_command)."""
+    from trainq import export_command  # noqa: PLC0415 (pydantic only where it validates)
+
+    return export_command.export(ctx, args)
+
+
 COMMANDS: dict[str, Command] = {
     "submit": submit,
     "stop": stop,
@@ -193,4 +208,7 @@ COMMANDS: dict[str, Command] = {
     "wait": wait,
     "gpus": gpus,
     "health": health,
+    "report": report,
+    "top": top,
+    "export": export,
 }

@@ -112,12 +112,32 @@ def shorten(text: str, limit: int = REASON_CHARS) -> str:
     return line[: max(0, limit - 3)].rstrip() + "..."
 
 
+def wait_reason(waiting: Any) -> str:
+    """Why a PENDING job waits, from the daemon's structured record, in the one wording of
+    `trainq.core.reasons.render` (times in this machine's zone); "" for a record this
+    version cannot read (the daemon's own words, `pending_reason`, are used then)."""
+    from trainq.core.reasons import Wait, WaitReason, render  # noqa: PLC0415 (dataclasses)
+
+    if not isinstance(waiting, Mapping):
+        return ""
+    details: dict[str, Any] = {name: waiting.get(name) for name in WaitReason.__dataclass_fields__}
+    try:
+        details["kind"] = Wait(str(details["kind"]))
+        return render(WaitReason(**details))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return ""
+
+
 def job_reason(job: Mapping[str, Any]) -> str:
     """Why the job is where it is (waiting, failed, stopped); empty when there is nothing."""
+    if job.get("state") == "PENDING" and (waiting := wait_reason(job.get("waiting"))):
+        return waiting
     for key in ("pending_reason", "failure_reason", "stop_reason"):
         value = job.get(key)
         if isinstance(value, str) and value.strip():
             return value
+    if job.get("gpu_idle_since"):  # a running job flagged by the idle rule
+        return f"GPUs idle since {format_stamp(job['gpu_idle_since'])}"
     return ""
 
 

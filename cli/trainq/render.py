@@ -1,9 +1,12 @@
 """Tables and views: the `ls` and `gpus` tables and the `show` view, laid out with rich.
 
-rich costs ~90 ms to import, so only `ls`, `show` and `gpus` import this module (lazily, in
-`trainq.commands`); `submit`, `stop`, `wait` and `logs` never do. Everything works from the
-daemon's JSON as plain dicts (pydantic stays off the CLI) and returns a string, so it is
-tested without a terminal; the words in the cells come from `trainq.humanize`.
+rich costs ~40 ms to import and lays a table out at ~0.1 ms a cell, so only `ls`, `show` and
+`gpus` import this module (lazily, in `trainq.commands`), and it imports rich only where it
+draws with it: a table with no colour, no width limit and plain ASCII cells (`trainq ls`
+into a pipe or a script) is laid out here, line for line as rich would (`_plain_table`).
+Everything works from the daemon's JSON as plain dicts (pydantic stays off the CLI) and
+returns a string, so it is tested without a terminal; the words in the cells come from
+`trainq.humanize`.
 
 Output piped into another program has no colour, no width limit (rich wraps and cuts
 nothing) and no trailing blanks, so `grep` and `awk` see whole lines. On a terminal, colour
@@ -20,12 +23,7 @@ import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import Any, TextIO
-
-from rich.cells import cell_len
-from rich.console import Console, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from trainq.humanize import (
     compact,
@@ -41,6 +39,11 @@ from trainq.humanize import (
     parse_time,
     shorten,
 )
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
 UNBOUNDED_WIDTH = 100_000  # for output that is not going to a terminal: never wrap
 PAD = 2  # blanks between columns
@@ -89,6 +92,8 @@ class Column:
 
 
 def _cut(text: str, room: int) -> str:
+    from rich.cells import cell_len  # noqa: PLC0415 (see the module docstring)
+
     if cell_len(text) <= room:
         return text
     kept = text
@@ -105,6 +110,10 @@ def _table(
 ) -> tuple[Table, int]:
     """A borderless table, and the console width that draws it without cutting a fixed
     column. On a terminal, free text that would not fit is cut (or left to wrap) here."""
+    from rich.cells import cell_len  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
     natural = [
         max([cell_len(col.header)] + [cell_len(row[i]) for row in rows])
         for i, col in enumerate(columns)
@@ -134,7 +143,23 @@ def _table(
     return table, fixed + (room + PAD) * len(flexible)
 
 
+def _plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> str | None:
+    """The table as `_render(_table(...))` draws it with no colour and no width limit, for
+    cells of printable ASCII (one character, one column); None for anything else, which
+    rich draws."""
+    cells = [[col.header for col in columns], *rows]
+    if not all(cell.isascii() and cell.isprintable() for row in cells for cell in row):
+        return None
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = (
+        "".join(cell.ljust(w + PAD) for cell, w in zip(row, widths, strict=True)) for row in cells
+    )
+    return "".join(line.rstrip(" ") + "\n" for line in lines)
+
+
 def _render(opts: RenderOptions, renderables: Iterable[RenderableType], min_width: int = 0) -> str:
+    from rich.console import Console  # noqa: PLC0415
+
     buffer = io.StringIO()
     console = Console(
         file=buffer,
@@ -181,6 +206,9 @@ def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: b
             row += [format_ago(job.get("created_at"), opts.now), job_runtime(job, opts.now)]
             row += [shorten(reason)]
         rows.append(row)
+    plain = None if opts.color or opts.width else _plain_table(columns, rows)
+    if plain is not None:
+        return plain
     table, width = _table(columns, rows, opts, {"STATE": _state_style})
     return _render(opts, [table], width)
 
@@ -254,7 +282,20 @@ _SPEC_TABLES = ("hyperparameters", "environment", "channels")
 _ATTEMPT_FIELDS = frozenset(
     {"number", "gpus", "started_at", "ended_at", "exit_code", "signal", "signal_name"}
     | {"outcome", "retried", "reason", "container"}
+    | {"gpu_util_peak", "gpu_util_mean", "gpu_memory_peak_mib", "gpu_idle_seconds"}
+    | {"opt_ml"}
 )
+# Beside an attempt whose trainer found no /opt/ml (only SAGEMAKER_BASE_DIR led to its files).
+NO_OPT_ML_NOTE = "(no /opt/ml: the ml root was only in SAGEMAKER_BASE_DIR)"
+
+
+def _gpu_use(attempt: Mapping[str, Any]) -> str:
+    """What trainqd sampled of an attempt's GPUs: `40%/87%` (mean/peak utilization)."""
+    mean, peak = attempt.get("gpu_util_mean"), attempt.get("gpu_util_peak")
+    if mean is None or peak is None:
+        return "-"
+    idle = attempt.get("gpu_idle_seconds") or 0
+    return f"{mean:.0f}%/{peak:.0f}%" + (f" idle {format_duration(idle)}" if idle >= 1 else "")
 
 
 def _ordered(
@@ -305,6 +346,9 @@ def _spec_rows(spec: Mapping[str, Any], opts: RenderOptions) -> list[tuple[str, 
 
 
 def _grid(rows: Sequence[tuple[str, str]], opts: RenderOptions, label_width: int) -> Table:
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
+
     grid = Table.grid(padding=(0, PAD))
     grid.add_column(style="bold" if opts.color else "", no_wrap=True, min_width=label_width)
     grid.add_column(overflow="fold")  # long values wrap on a terminal; never cut
@@ -314,7 +358,7 @@ def _grid(rows: Sequence[tuple[str, str]], opts: RenderOptions, label_width: int
 
 
 def _attempt_rows(
-    attempts: Iterable[Any], opts: RenderOptions, containers: bool = False
+    attempts: Iterable[Any], opts: RenderOptions, containers: bool = False, sampled: bool = False
 ) -> list[list[str]]:
     rows = []
     for attempt in attempts:
@@ -326,6 +370,8 @@ def _attempt_rows(
         extra = {key: value for key, value in attempt.items() if key not in _ATTEMPT_FIELDS}
         if extra:  # fields added to the record later still show
             reason = " ".join(filter(None, [reason, compact(extra)]))
+        if attempt.get("opt_ml") is False:
+            reason = " ".join(filter(None, [reason, NO_OPT_ML_NOTE]))
         rows.append(
             [
                 str(attempt.get("number", "?")),
@@ -337,6 +383,7 @@ def _attempt_rows(
                 compact(attempt.get("outcome")),
                 "yes" if attempt.get("retried") else "no",
                 *([str(attempt.get("container") or "-")] if containers else []),
+                *([_gpu_use(attempt)] if sampled else []),
                 reason or "-",
             ]
         )
@@ -345,6 +392,8 @@ def _attempt_rows(
 
 def job_detail(job: Mapping[str, Any], opts: RenderOptions) -> str:
     """The `show` view: every field of the record, its spec, and its attempts as a table."""
+    from rich.cells import cell_len  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415
 
     def heading(text: str) -> Text:
         return Text(text, style="bold underline" if opts.color else "")
@@ -365,10 +414,12 @@ def job_detail(job: Mapping[str, Any], opts: RenderOptions) -> str:
     parts += [Text(""), heading("Attempts")]
     attempts = job.get("attempts") or []
     containers = any(isinstance(a, dict) and a.get("container") for a in attempts)
-    attempt_rows = _attempt_rows(attempts, opts, containers)
+    sampled = any(isinstance(a, dict) and a.get("gpu_util_mean") is not None for a in attempts)
+    attempt_rows = _attempt_rows(attempts, opts, containers, sampled)
     if attempt_rows:
         headers: tuple[str, ...] = ("#", "GPUS", "STARTED", "ENDED", "RAN", "EXIT", "OUTCOME")
         headers += ("RETRIED", "CONTAINER") if containers else ("RETRIED",)
+        headers += ("GPU USE",) if sampled else ()
         columns = [Column(h) for h in headers] + [Column("REASON", free_text=True, wrap=True)]
         table, table_width = _table(columns, attempt_rows, opts)
         parts.append(table)

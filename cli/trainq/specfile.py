@@ -59,7 +59,50 @@ class SubmitFlags(NamedTuple):
     command: Sequence[str] = ()
 
 
+def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
+    """The submit flags of a parsed command line (`trainq submit` and `trainq export` share
+    them)."""
+    return SubmitFlags(
+        name=args.name,
+        gpus=args.gpus,
+        priority=args.priority,
+        hyperparameters=args.hp,
+        environment=args.env,
+        channels=args.channel,
+        max_runtime_seconds=args.max_runtime,
+        stop_grace_seconds=args.stop_grace,
+        max_retries=args.max_retries,
+        image=args.image,
+        engine=args.engine,
+        working_dir=args.workdir,
+        command=command,
+    )
+
+
 # --- parsing single flags (argparse types call these; ValueError carries the message) ---
+
+
+def parse_whole_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"expected a whole number (0 or more), got {text!r}")
+    return value
+
+
+def parse_integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer, got {text!r}") from None
+
+
+def parse_job_id(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise ValueError(f"expected a job id (a whole number like 12), got {text!r}")
+    return int(text)
 
 
 def parse_key_value(text: str) -> tuple[str, str]:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainq.client import Client, iter_lines
 from trainq.core.errors import ExitCode, TrainqError, Unavailable
 from trainq.core.states import TERMINAL, JobState
 from trainq.humanize import end_summary
+from trainq.progress import Progress
 
 if TYPE_CHECKING:
     from trainq.commands import Context
@@ -62,10 +63,11 @@ class _Progress:
     """How far the wait has read: the last event's id (to resume after), the job's state,
     and how many lines have come (a stream that delivered something was a working one)."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, shown: Progress | None = None) -> None:
         self.since = 0
         self.state = state
         self.lines = 0
+        self.shown = shown  # the lines a terminal gets meanwhile (trainq.progress)
 
 
 def _follow_once(client: Client, job_id: int, progress: _Progress) -> dict[str, Any] | None:
@@ -82,6 +84,8 @@ def _follow_once(client: Client, job_id: int, progress: _Progress) -> dict[str, 
             if event.get("job_id", job_id) != job_id:
                 continue
             progress.state = event.get("to_state", progress.state)
+            if progress.shown is not None:
+                progress.shown.event(event)
             if progress.state in TERMINAL:
                 return event
     return None
@@ -100,35 +104,58 @@ def _final_record(client: Client, job_id: int, event: Mapping[str, Any]) -> Mapp
     return {"id": job_id, "state": state, "failure_reason": reason}
 
 
+def follow_until_ended(
+    client: Client,
+    job_id: int,
+    progress: _Progress | None = None,
+    on_lost: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Read the job's events until its terminal one (returned), reconnecting from the last
+    event seen while trainqd is away, for up to RECONNECT_SECONDS of outage; `on_lost` hears
+    the first error of each outage."""
+    progress = progress or _Progress(None)
+    lost_at: float | None = None  # when trainqd was last seen working, if it is not now
+    while True:
+        lines_before = progress.lines
+        try:
+            ended = _follow_once(client, job_id, progress)
+            if ended is not None:
+                return ended
+            problem = "trainqd closed the events stream"
+        except Unavailable as exc:  # DaemonUnreachable included
+            problem = exc.message
+        now = time.monotonic()
+        if progress.lines > lines_before:
+            lost_at = None  # it worked for a while: this is a new outage
+        if lost_at is None:
+            lost_at = now
+            if on_lost is not None:
+                on_lost(problem)
+        elif now - lost_at > RECONNECT_SECONDS:
+            raise Unavailable(
+                f"gave up waiting for job {job_id} after {RECONNECT_SECONDS:g} s "
+                f"without trainqd; last error: {problem}"
+            )
+        time.sleep(RECONNECT_INTERVAL)
+
+
 def wait_until_ended(ctx: Context, client: Client, job_id: int, state: Any = None) -> int:
     """Follow the job's events until it ends; report how on stderr; return the exit status."""
-    progress = _Progress(state)
-    lost_at: float | None = None  # when trainqd was last seen working, if it is not now
+    progress = _Progress(state, Progress(ctx, ctx.client(), job_id))
+
+    def say_lost(problem: str) -> None:
+        ctx.say(f"{problem}; still waiting for job {job_id} (reconnecting)")
+
     try:
-        while True:
-            lines_before = progress.lines
-            try:
-                ended = _follow_once(client, job_id, progress)
-                if ended is not None:
-                    job = _final_record(client, job_id, ended)
-                    report_end(ctx, job)
-                    return exit_status_of(job.get("state"))
-                problem = "trainqd closed the events stream"
-            except Unavailable as exc:  # DaemonUnreachable included
-                problem = exc.message
-            now = time.monotonic()
-            if progress.lines > lines_before:
-                lost_at = None  # it worked for a while: this is a new outage
-            if lost_at is None:
-                lost_at = now
-                ctx.say(f"{problem}; still waiting for job {job_id} (reconnecting)")
-            elif now - lost_at > RECONNECT_SECONDS:
-                raise Unavailable(
-                    f"gave up waiting for job {job_id} after {RECONNECT_SECONDS:g} s "
-                    f"without trainqd; last error: {problem}"
-                )
-            time.sleep(RECONNECT_INTERVAL)
+        ended = follow_until_ended(client, job_id, progress, say_lost)
+        if progress.shown is not None:
+            progress.shown.close()
+        job = _final_record(client, job_id, ended)
+        report_end(ctx, job)
+        return exit_status_of(job.get("state"))
     except KeyboardInterrupt:
+        if progress.shown is not None:
+            progress.shown.close()
         where = f" ({progress.state})" if progress.state else ""
         ctx.say(
             f"stopped waiting; job {job_id}{where} keeps running (`trainq stop {job_id}` stops it)"

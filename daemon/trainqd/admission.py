@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainq.core.errors import Forbidden, InvalidSpec
+from trainq.core.errors import InvalidSpec
 from trainq.core.spec import JobSpec
 from trainqd.access import check_job_paths
+from trainqd.authorization import Authorizer
 from trainqd.engine import EngineName, find_engine
-from trainqd.identity import Authorizer, account
+from trainqd.identity import account
 from trainqd.image_policy import check_image
-from trainqd.store import Owner
+from trainqd.store import JobOwner
 
 
 @dataclass(frozen=True)
@@ -36,17 +37,14 @@ def check_gpus(spec: JobSpec, host: HostFacts) -> None:
     raise InvalidSpec(f"the job asks for {spec.gpus} GPUs but this host has {host.gpu_count}")
 
 
-async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> Owner:
+async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> JobOwner:
     """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden."""
     owner = authorizer.owner_for_submit(uid)
     check_gpus(spec, host)
     if spec.image is not None:
         find_engine(spec.engine, host.default_engine)
         check_image(spec.image, host.allowed_images)
-        if spec.run_as_root and not authorizer.is_admin(uid):
-            raise Forbidden(
-                "run_as_root runs the image as root on this host's files; only root or the "
-                "admin group may ask for it"
-            )
+        if spec.run_as_root:
+            authorizer.require_run_as_root(uid)
     await check_job_paths(spec, account(uid))
     return owner

@@ -1,4 +1,4 @@
-"""trainqd's configuration: embedded defaults, then the TOML file, then flags (DESIGN §7).
+"""trainqd's configuration: embedded defaults, then the TOML file, then flags.
 
 An unknown key or a bad value is a `ConfigError` whose message is the one line trainqd prints
 before it exits: an administrator fixing /etc/trainq/trainqd.toml needs the key and the
@@ -34,6 +34,15 @@ CAPABILITIES = frozenset(
 )  # fmt: skip
 
 
+def listen_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` of a TCP listener (an IPv6 host in brackets: `[::1]:9835`)."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT such as 127.0.0.1:9835")
+    return host, int(port)
+
+
 class ConfigError(Exception):
     """A configuration trainqd refuses to start with; the message is one line."""
 
@@ -57,7 +66,23 @@ class Config(BaseModel):
     # How often GPUs are re-read while jobs wait: a process trainq did not start may leave a GPU
     # at any time, and NVML offers no event for that.
     gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    # Where a root trainqd makes device nodes (nvidiaN, 195:N) for `fake:` GPUs, so that a
+    # job's devices cgroup can be seen at work; unset: <state_dir>/dev. /dev is allowed.
+    fake_gpu_device_dir: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # -- watching GPU use (daemon/trainqd/sampling.py) --
+    gpu_sample_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    gpu_sample_history: Annotated[int, Field(ge=1, le=100000)] = 360  # samples kept per attempt
+    # A running job whose GPUs all stay under this utilization for this long is flagged idle.
+    idle_utilization_percent: Annotated[float, Field(ge=0, le=100)] = 5.0
+    idle_after_seconds: Annotated[float, Field(gt=0)] = 1800.0
+    # What else happens to an idle job: "flag" only (ls, show, top, metrics, an event),
+    # "notify" (a warning in trainqd's log too), or "stop" it once it has been idle
+    # `idle_stop_after_seconds` more.
+    idle_action: Literal["flag", "notify", "stop"] = "flag"
+    idle_stop_after_seconds: Annotated[float, Field(ge=0)] = 3600.0
+    # A TCP address ("127.0.0.1:9835") serving only GET /metrics to scrapers; off when unset.
+    metrics_listen: str | None = None
     # -- the trust boundary (docs/security.md) --
     # Capabilities a container job keeps; every other one is dropped (`--cap-drop=all`).
     container_capabilities: list[str] = Field(default_factory=list)
@@ -85,6 +110,13 @@ class Config(BaseModel):
                 raise ValueError(f"{name!r} is not a capability name such as CAP_SYS_PTRACE")
         return value
 
+    @field_validator("metrics_listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            listen_address(value)
+        return value
+
     @field_validator("socket", "state_dir")
     @classmethod
     def _absolute(cls, value: Path) -> Path:
@@ -109,6 +141,17 @@ class Config(BaseModel):
     @property
     def socket_mode_bits(self) -> int:
         return int(self.socket_mode, 8)
+
+    @field_validator("fake_gpu_device_dir")
+    @classmethod
+    def _absolute_or_unset(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"{value} is not an absolute path")
+        return value
+
+    @property
+    def gpu_device_dir(self) -> Path:
+        return self.fake_gpu_device_dir or self.state_dir / "dev"
 
     @property
     def jobs_dir(self) -> Path:

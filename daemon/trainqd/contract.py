@@ -15,10 +15,14 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+from trainq.core import mlconfig
+from trainq.core.mlconfig import input_data_config, resource_config
 from trainq.core.spec import JobSpec
 
-CURRENT_HOST = "algo-1"
-INSTANCE_GROUP = "homogeneousCluster"
+# The config files' one home is trainq.core.mlconfig (other engines' exports carry them too).
+CURRENT_HOST = mlconfig.CURRENT_HOST
+INSTANCE_GROUP = mlconfig.INSTANCE_GROUP
+config_files = mlconfig.config_files
 CONTAINER_BASE = "/opt/ml"
 
 
@@ -35,45 +39,6 @@ class Assignment:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def resource_config() -> dict[str, Any]:
-    return {
-        "current_host": CURRENT_HOST,
-        "hosts": [CURRENT_HOST],
-        "network_interface_name": "lo",
-        "current_instance_type": "local",
-        "current_group_name": INSTANCE_GROUP,
-        "instance_groups": [
-            {
-                "instance_group_name": INSTANCE_GROUP,
-                "instance_type": "local",
-                "hosts": [CURRENT_HOST],
-            }
-        ],
-    }
-
-
-def input_data_config(spec: JobSpec) -> dict[str, dict[str, str]]:
-    config: dict[str, dict[str, str]] = {}
-    for name, channel in spec.channels.items():
-        entry = {}
-        if channel.content_type is not None:
-            entry["ContentType"] = channel.content_type
-        entry["TrainingInputMode"] = channel.mode
-        entry["S3DistributionType"] = "FullyReplicated"
-        entry["RecordWrapperType"] = channel.record_wrapper
-        config[name] = entry
-    return config
-
-
-def config_files(spec: JobSpec) -> dict[str, str]:
-    """input/config/*.json, relative to the ml root. Hyperparameters are strings, always."""
-    return {
-        "input/config/hyperparameters.json": json.dumps(spec.hyperparameters, indent=1),
-        "input/config/inputdataconfig.json": json.dumps(input_data_config(spec), indent=1),
-        "input/config/resourceconfig.json": json.dumps(resource_config(), indent=1),
-    }
 
 
 # Hyperparameter names the toolkit keeps for itself although they lack the "sagemaker_" prefix.

@@ -1,21 +1,18 @@
-"""Who is asking, and what they may do (DESIGN §7; the workstation issue).
+"""Who a uid is: the account a job runs as (docs/architecture.md, docs/security.md).
 
 A request is attributed to the uid the kernel reports for the socket's peer (SO_PEERCRED),
-never to anything the client claims. Anyone may list and show jobs; only a job's owner,
-root, or a member of `admin_group` may stop or change it. A trainqd that is not root can
-only run jobs as its own user, so it refuses everyone else's submissions.
+never to anything the client claims. What that uid may do is decided in authorization.py.
 """
 
 from __future__ import annotations
 
-import grp
 import os
 import pwd
 import time
 from dataclasses import dataclass
 
 from trainq.core.errors import Forbidden
-from trainqd.store import JobRow, Owner
+from trainqd.store import JobOwner
 
 
 @dataclass(frozen=True)
@@ -67,50 +64,10 @@ def _lookup(uid: int) -> Account:
     )
 
 
-def job_account(owner: Owner) -> Account:
+def job_account(owner: JobOwner) -> Account:
     """The owner's account now; a user removed since submitting still runs with the
     uid and gid recorded at submit."""
     try:
         return account(owner.uid)
     except Forbidden:
         return Account(owner.uid, owner.gid, owner.user, "/", "/bin/sh", (owner.gid,))
-
-
-class Authorizer:
-    def __init__(self, admin_group: str | None) -> None:
-        self.daemon_uid = os.geteuid()
-        self.admin_gid: int | None = None
-        if admin_group is not None:
-            try:
-                self.admin_gid = grp.getgrnam(admin_group).gr_gid
-            except KeyError:
-                raise ValueError(f"admin_group {admin_group!r} does not exist") from None
-        self.admin_group = admin_group
-
-    def owner_for_submit(self, uid: int) -> Owner:
-        acct = account(uid)
-        if self.daemon_uid not in (0, uid):
-            me = pwd.getpwuid(self.daemon_uid).pw_name
-            raise Forbidden(
-                f"this trainqd runs as {me} and can run only {me}'s jobs; "
-                "use the workstation's trainqd service"
-            )
-        return Owner(uid=acct.uid, gid=acct.gid, user=acct.user)
-
-    def is_admin(self, uid: int) -> bool:
-        if uid == 0:
-            return True
-        if self.admin_gid is None:
-            return False
-        try:
-            return self.admin_gid in account(uid).groups
-        except Forbidden:
-            return False
-
-    def require_manage(self, uid: int, job: JobRow, action: str = "stop") -> None:
-        if uid == job.owner.uid or self.is_admin(uid):
-            return
-        who = "root" + (f" or members of {self.admin_group}" if self.admin_group else "")
-        raise Forbidden(
-            f"job {job.id} belongs to {job.owner.user}; only its owner or {who} may {action} it"
-        )

@@ -6,9 +6,11 @@
     <state>/jobs/<id>/attempts/<n>/      the monitor's: the owner's for a subprocess job (0700);
                                          root's for a container job (0700, and readable by the
                                          owner through an ACL where the filesystem has them):
-                                         stdout, stderr, monitor.log, monitor.json, exit.json,
+                                         stdout, stderr, monitor.log, exit.json,
                                          env (a container's --env-file)
     <state>/jobs/<id>/attempts/<n>.stop  trainqd's stop request to that monitor
+    <state>/jobs/<id>/attempts/<n>.monitor  that monitor's pid, written before it drops to
+                                         the owner (the only place a later trainqd takes it)
 
 trainqd only ever creates directories here, each inside one of its own, and hands them over
 with chown before anyone else can write to them; it never writes inside a directory a job's
@@ -21,6 +23,7 @@ whatever umask, stays out of other users' reach.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import struct
@@ -28,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
+
+from trainqd.monitor.records import monitor_info_path
 
 log = structlog.get_logger("trainqd.jobdir")
 
@@ -65,6 +70,9 @@ class JobDirs:
     def stop_file(self, job_id: int, number: int) -> Path:
         return self.job_dir(job_id) / "attempts" / f"{number}.stop"
 
+    def monitor_info_file(self, job_id: int, number: int) -> Path:
+        return Path(monitor_info_path(str(self.job_dir(job_id) / "attempts"), number))
+
     def ensure_root(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o755)
 
@@ -94,6 +102,8 @@ class JobDirs:
         if attempt.exists():
             # A launch that died before its monitor ran leaves the directory: start clean.
             _discard(attempt)
+        with contextlib.suppress(FileNotFoundError):  # nor name an earlier monitor
+            os.unlink(self.monitor_info_file(job_id, number))
         if monitor_is_owner:
             self._mkdir(attempt, 0o700, owner_uid, owner_gid)
         else:

@@ -1,10 +1,11 @@
-"""Turn a job and its GPU assignment into the Launch its monitor runs (DESIGN §2, §5)."""
+"""Turn a job and its GPU assignment into the Launch its monitor runs (docs/architecture.md)."""
 
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from trainqd import contract, engine
 from trainqd.contract import CONTAINER_BASE, Assignment
@@ -35,6 +36,14 @@ class LaunchSettings:
     allowed_images: tuple[str, ...] = ("*",)
 
 
+def stop_grace(job: JobRow, default: float) -> float:
+    """Seconds a stopped trainer gets between SIGTERM and SIGKILL: the job's own, else the
+    daemon's default. The one place this is decided; the planner also counts it as time the
+    job may still hold its GPUs."""
+    own = job.spec.stop_grace_seconds
+    return default if own is None else own
+
+
 def remaining_runtime(job: JobRow) -> float | None:
     """Seconds the time limit still allows: it counts every attempt's running time."""
     limit = job.spec.max_runtime_seconds
@@ -56,23 +65,53 @@ def _pipe_channels(job: JobRow) -> list[PipeChannel]:
     ]
 
 
-def _file_channels(job: JobRow, view: str) -> list[FileChannel]:
+def _file_channels(
+    job: JobRow, view: Literal["link", "mountpoint"], host: HostFacts
+) -> list[FileChannel]:
     return [
         FileChannel(
             name=name,
             source=ch.source,
-            source_is_dir=os.path.isdir(ch.source),
-            view=view,  # type: ignore[arg-type]
+            source_is_dir=ch.source in host.dir_sources,
+            view=view,
         )
         for name, ch in job.spec.channels.items()
         if ch.mode in FILE_MODES
     ]
 
 
-def _write_env_file(path: str, env: dict[str, str]) -> None:
+def write_env_file(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(engine.env_file_text(env))
+        f.write(text)
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What a launch depends on outside the job: looked up (I/O) by `look_up` before
+    `build_launch`, which is then a pure function."""
+
+    as_root: bool  # trainqd runs as root: the monitor binds and mounts for the job
+    engine: engine.Engine | None  # the container engine found on the PATH (container jobs)
+    dir_sources: frozenset[str]  # File mode channel sources that are directories
+    daemon_environment: Mapping[str, str]  # trainqd's own, for the engine client's
+
+
+def look_up(job: JobRow, settings: LaunchSettings) -> HostFacts:
+    """InvalidSpec if a container job's engine is not installed."""
+    spec = job.spec
+    return HostFacts(
+        as_root=os.geteuid() == 0,
+        engine=(
+            None if spec.image is None else engine.find_engine(spec.engine, settings.default_engine)
+        ),
+        dir_sources=frozenset(
+            ch.source
+            for ch in spec.channels.values()
+            if ch.mode in FILE_MODES and os.path.isdir(ch.source)
+        ),
+        daemon_environment=dict(os.environ),
+    )
 
 
 @dataclass(frozen=True)
@@ -85,40 +124,59 @@ class Attempt:
     account: Account
     paths: AttemptPaths
     settings: LaunchSettings
+    host: HostFacts
 
 
-def build_launch(at: Attempt, now: float | None = None) -> Launch:
-    job, attempt, gpus, account, paths, settings = (
-        at.job, at.number, at.gpus, at.account, at.paths, at.settings
-    )  # fmt: skip
+@dataclass(frozen=True)
+class BuiltLaunch:
+    """The launch, and the engine's env file (path, text) to write before it starts."""
+
+    launch: Launch
+    env_file: tuple[str, str] | None = None
+
+
+def build_launch(at: Attempt, now: float) -> BuiltLaunch:
+    """Pure: everything it needs is in `at` (host facts included)."""
+    job, account, paths = at.job, at.account, at.paths
     spec = job.spec
-    now = time.time() if now is None else now
     remaining = remaining_runtime(job)
-    grace = (
-        spec.stop_grace_seconds
-        if spec.stop_grace_seconds is not None
-        else settings.default_stop_grace_seconds
-    )
-    ml_root = str(paths.ml_root)
-    common = {
-        "job_id": job.id,
-        "attempt": attempt,
-        "owner": Credentials(
-            uid=account.uid,
-            gid=account.gid,
-            groups=list(account.groups),
-            user=account.user,
-            home=account.home,
-        ),
-        "ml_root": ml_root,
-        "attempt_dir": str(paths.attempt_dir),
-        "stop_file": str(paths.stop_file),
-        "stop_grace_seconds": grace,
-        "deadline": None if remaining is None else now + max(0.0, remaining),
-        "pipe_channels": _pipe_channels(job),
-        "ml_files": contract.config_files(spec),
-    }
+
+    def launch(
+        runtime: Literal["subprocess", "container"],
+        argv: list[str],
+        env: dict[str, str],
+        cwd: str,
+        *,
+        file_channels: list[FileChannel],
+        container: ContainerLaunch | None = None,
+    ) -> Launch:
+        return Launch(
+            job_id=job.id,
+            attempt=at.number,
+            runtime=runtime,
+            argv=argv,
+            env=env,
+            cwd=cwd,
+            owner=Credentials(
+                uid=account.uid,
+                gid=account.gid,
+                groups=list(account.groups),
+                user=account.user,
+                home=account.home,
+            ),
+            ml_root=str(paths.ml_root),
+            attempt_dir=str(paths.attempt_dir),
+            stop_file=str(paths.stop_file),
+            stop_grace_seconds=stop_grace(job, at.settings.default_stop_grace_seconds),
+            deadline=None if remaining is None else now + max(0.0, remaining),
+            pipe_channels=_pipe_channels(job),
+            container=container,
+            ml_files=contract.config_files(spec),
+            file_channels=file_channels,
+        )
+
     if spec.image is None:
+        ml_root = str(paths.ml_root)
         env = contract.login_environment(account.user, account.home, account.shell, None)
         env.update(
             contract.trainer_environment(
@@ -126,33 +184,33 @@ def build_launch(at: Attempt, now: float | None = None) -> Launch:
                 job_id=job.id,
                 name=job.display_name,
                 owner_uid=job.owner.uid,
-                attempt=attempt,
+                attempt=at.number,
                 base=ml_root,
-                gpus=gpus,
+                gpus=at.gpus,
                 host_ml_root=ml_root,
             )
         )
         assert spec.command is not None
-        sources = [ch.source for ch in spec.channels.values() if ch.mode in FILE_MODES]
-        return Launch(
-            runtime="subprocess",
-            argv=list(spec.command),
-            env=env,
-            cwd=spec.working_dir or ml_root,
-            readonly_paths=sources if os.geteuid() == 0 else [],
-            file_channels=_file_channels(job, "link"),
-            **common,  # type: ignore[arg-type]
+        return BuiltLaunch(
+            launch(
+                "subprocess",
+                list(spec.command),
+                env,
+                spec.working_dir or ml_root,
+                file_channels=_file_channels(job, "link", at.host),
+            )
         )
-    return _container_launch(at, common)
+    return _container_launch(at, launch)
 
 
-def _container_launch(at: Attempt, common: dict[str, object]) -> Launch:
+def _container_launch(at: Attempt, launch: Callable[..., Launch]) -> BuiltLaunch:
     job, attempt, gpus, account, paths, settings = (
         at.job, at.number, at.gpus, at.account, at.paths, at.settings
     )  # fmt: skip
     spec = job.spec
     assert spec.image is not None
-    eng = engine.find_engine(spec.engine, settings.default_engine)
+    eng = at.host.engine
+    assert eng is not None  # look_up found it, or refused the launch
     passed = Assignment(gpus.indices, gpus.uuids, renumbered=settings.real_gpus)
     env = contract.trainer_environment(
         spec=spec,
@@ -169,9 +227,8 @@ def _container_launch(at: Attempt, common: dict[str, object]) -> Launch:
     # No value on the engine's command line (engine.py says why and how).
     in_file, from_client = engine.split_environment(env)
     env_file = str(paths.attempt_dir / "env")
-    _write_env_file(env_file, in_file)
     # A root trainqd's engine mounts the binds that the monitor makes (monitor/mounts.py).
-    staged = os.geteuid() == 0
+    staged = at.host.as_root
     attempt_dir = str(paths.attempt_dir)
     ml_source = mounts.ml_root_source(attempt_dir) if staged else str(paths.ml_root)
     binds = [engine.Mount(ml_source, CONTAINER_BASE, read_only=False)]
@@ -179,7 +236,7 @@ def _container_launch(at: Attempt, common: dict[str, object]) -> Launch:
         if ch.mode not in FILE_MODES:
             continue
         target = f"{CONTAINER_BASE}/input/data/{name}"
-        if not os.path.isdir(ch.source):
+        if ch.source not in at.host.dir_sources:
             target += "/" + os.path.basename(ch.source.rstrip("/"))
         source = mounts.channel_source(attempt_dir, name) if staged else ch.source
         binds.append(engine.Mount(source, target, read_only=True))
@@ -202,12 +259,14 @@ def _container_launch(at: Attempt, common: dict[str, object]) -> Launch:
         capabilities=settings.container_capabilities,
         passed_env=list(from_client),
     )
-    return Launch(
-        runtime="container",
-        argv=argv,
-        env=engine.client_environment(dict(os.environ), from_client),
-        cwd="/",
-        container=ContainerLaunch(engine=eng.name, engine_path=eng.path, name=name),
-        file_channels=_file_channels(job, "mountpoint"),
-        **common,  # type: ignore[arg-type]
+    return BuiltLaunch(
+        launch(
+            "container",
+            argv,
+            engine.client_environment(dict(at.host.daemon_environment), from_client),
+            "/",
+            file_channels=_file_channels(job, "mountpoint", at.host),
+            container=ContainerLaunch(engine=eng.name, engine_path=eng.path, name=name),
+        ),
+        env_file=(env_file, engine.env_file_text(in_file)),
     )

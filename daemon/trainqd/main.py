@@ -1,4 +1,4 @@
-"""`trainqd`: start the daemon (DESIGN §6, §7).
+"""`trainqd`: start the daemon (docs/architecture.md).
 
 Everything that can refuse to start is done before the event loop runs, each refusal one
 line on stderr: the configuration, the state directory's lock (one daemon per state dir),
@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -27,24 +26,27 @@ import anyio
 import structlog
 
 from trainq.core import __version__
-from trainqd import cgroups, logs, sdnotify
-from trainqd.api.http import Router
+from trainqd import cgroups, daemon_log, sdnotify
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
-from trainqd.api.openapi import build_openapi
 from trainqd.api.quotas import (
     descriptors_needed,
     fit_to_descriptors,
     raise_open_files_limit,
 )
+from trainqd.api.routing import Router
 from trainqd.api.server import ServerLimits, serve
+from trainqd.authorization import Authorizer
 from trainqd.config import Config, ConfigError, load_config
 from trainqd.events import ChangeNotifier
 from trainqd.gpus import open_backend
 from trainqd.gpus.base import GpuBackend, GpuBackendError
-from trainqd.identity import Authorizer
+from trainqd.gpus.fake import FakeGpuBackend
+from trainqd.gpus.fake_nodes import NodeError
 from trainqd.jobdir import JobDirs
+from trainqd.metrics import Metrics
 from trainqd.routes import Api
 from trainqd.scheduler import Scheduler
+from trainqd.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
 from trainqd.store import Store, StoreError
 
 EX_CONFIG = 78  # sysexits.h: systemd shows it as "configuration error"
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"trainqd: {exc}", file=sys.stderr)
         return EX_CONFIG
-    logs.configure(config.log_level)
+    daemon_log.configure(config.log_level)
     with ExitStack() as cleanup:
         try:
             lock = lock_state_dir(config.state_dir)
@@ -136,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             cleanup.callback(store.close)
             gpus = _open_gpus(config)
             cleanup.callback(gpus.close)
+            if isinstance(gpus, FakeGpuBackend) and os.geteuid() == 0:
+                try:
+                    gpus.make_device_nodes(config.gpu_device_dir)
+                except NodeError as exc:
+                    raise StartupError(str(exc)) from None
             try:
                 authorizer = Authorizer(config.admin_group)
             except ValueError as exc:
@@ -150,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
             except SocketSetupError as exc:
                 raise StartupError(str(exc)) from None
             cleanup.callback(remove_unix_socket, config.socket)
+            scrapes = None
+            if config.metrics_listen is not None:
+                try:
+                    scrapes = bind_scrape_socket(config.metrics_listen)
+                except ScrapeAddressError as exc:
+                    raise StartupError(str(exc)) from None
         except StartupError as exc:
             print(f"trainqd: {exc}", file=sys.stderr)
             return 1
@@ -166,25 +179,37 @@ def main(argv: list[str] | None = None) -> int:
             notifier=ChangeNotifier(),
             authorizer=authorizer,
         )
-        anyio.run(_serve, config, scheduler, sock)
+        anyio.run(_serve, config, scheduler, sock, scrapes)
     return 0
 
 
-def _openapi(api: Api) -> Callable[[], dict[str, Any]]:
-    @functools.cache
-    def document() -> dict[str, Any]:
-        return build_openapi(api.routes(), version=__version__)
+def api_for(scheduler: Scheduler, started_at: float) -> Api:
+    """The API's handlers, each given what it needs; of the scheduler, only its `JobControl`."""
+    return Api(
+        store=scheduler.store,
+        control=scheduler,
+        dirs=scheduler.dirs,
+        notifier=scheduler.notifier,
+        gpu_backend=scheduler.gpus,
+        devices=scheduler.devices,
+        config=scheduler.config,
+        sampler=scheduler.sampler,
+        authorizer=scheduler.authorizer,
+        instance=scheduler.settings.instance,
+        metrics=Metrics(scheduler),
+        started_at=started_at,
+    )
 
-    return document
 
-
-async def _serve(config: Config, scheduler: Scheduler, sock: Any) -> None:
-    api = Api(scheduler=scheduler, started_at=time.time(), openapi=lambda: {})
-    api.openapi = _openapi(api)
-    router = Router(api.routes())
+async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any = None) -> None:
+    api = api_for(scheduler, time.time())
+    router = Router(api.metrics.timed(api.routes()))
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as tg:
             await tg.start(scheduler.run)
+            tg.start_soon(api.metrics.run)
+            if scrapes is not None:
+                tg.start_soon(serve_scrapes, scrapes, api.metrics.scrape)
             await tg.start(
                 functools.partial(
                     serve, sock, router, limits=_server_limits(config), on_error=_log_api_error

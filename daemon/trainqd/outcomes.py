@@ -10,19 +10,18 @@ exit record (or its absence). The store applies the result in one transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from trainq.core.states import JobState
 from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.retry import Decision, Ended, RetryPolicy, signal_name
-from trainqd.store import AttemptRow, JobRow
+from trainqd.store import AttemptRow, JobChanges, JobRow
 
 LOST_REASON = "its monitor vanished without an exit record (host restart or killed monitor)"
 
 
 @dataclass(frozen=True)
-class Settlement:
+class Verdict:
     target: JobState
     outcome: str
     exit_code: int | None
@@ -32,7 +31,7 @@ class Settlement:
     ended_at: float
     retried: bool
     event_reason: str
-    job_fields: dict[str, Any] = field(default_factory=dict)
+    changes: JobChanges = field(default_factory=JobChanges)
 
 
 def describe(ended: Ended) -> str:
@@ -48,13 +47,13 @@ def time_limit_reason(job: JobRow) -> str:
     return f"time limit of {job.spec.max_runtime_seconds} s reached"
 
 
-def settle(
+def judge_end(
     job: JobRow,
     history: list[AttemptRow],
     record: ExitRecord | None,
     now: float,
     policy: RetryPolicy | None = None,
-) -> Settlement:
+) -> Verdict:
     """`history`: the job's attempts before the one that ended."""
     policy = policy or RetryPolicy.for_spec(job.spec)
     if record is None:
@@ -65,10 +64,13 @@ def settle(
         started_at, ended_at = record.started_at, record.ended_at
     reason = (ended.reason or "")[:REASON_CHARS] or None
 
-    def done(target: JobState, event: str, retried: bool = False, **fields: Any) -> Settlement:
+    def done(
+        target: JobState, event: str, retried: bool = False, changes: JobChanges | None = None
+    ) -> Verdict:
+        changes = changes or JobChanges()
         if target in (JobState.COMPLETED, JobState.FAILED, JobState.STOPPED):
-            fields.setdefault("ended_at", now)
-        return Settlement(
+            changes = replace(changes, ended_at=now)
+        return Verdict(
             target,
             ended.outcome,
             ended.exit_code,
@@ -78,16 +80,22 @@ def settle(
             ended_at,
             retried,
             event,
-            fields,
+            changes,
         )
 
     if ended.outcome == "exited" and ended.exit_code == 0:
         return done(JobState.COMPLETED, "completed")
     if ended.outcome == "timed_out":
-        return done(JobState.STOPPED, "time limit", stop_reason=time_limit_reason(job))
+        return done(
+            JobState.STOPPED, "time limit", changes=JobChanges(stop_reason=time_limit_reason(job))
+        )
     if job.state == JobState.STOPPING or ended.outcome == "stopped":
         # However the trainer ended once asked to stop, the job was stopped.
-        return done(JobState.STOPPED, "stopped", stop_reason=job.stop_reason or "stopped")
+        return done(
+            JobState.STOPPED,
+            "stopped",
+            changes=JobChanges(stop_reason=job.stop_reason or "stopped"),
+        )
 
     past = [
         Ended(a.outcome or "lost", a.exit_code, a.signal, a.reason)
@@ -97,8 +105,9 @@ def settle(
     decision: Decision = policy.decide(ended, past)
     failure = reason or describe(ended)
     if decision.retry:
-        fields: dict[str, Any] = {"not_before": now + decision.delay}
-        if not decision.counts:
-            fields["lost_count"] = job.lost_count + 1
-        return done(JobState.PENDING, f"retry: {decision.why}", retried=True, **fields)
-    return done(JobState.FAILED, "failed", failure_reason=failure)
+        changes = JobChanges(
+            not_before=now + decision.delay,
+            lost_count=None if decision.counts else job.lost_count + 1,
+        )
+        return done(JobState.PENDING, f"retry: {decision.why}", retried=True, changes=changes)
+    return done(JobState.FAILED, "failed", changes=JobChanges(failure_reason=failure))

@@ -12,13 +12,10 @@ from typing import NamedTuple
 
 from trainqd import planner
 from trainqd.gpus.base import GpuUsage
-from trainqd.launch import remaining_runtime
+from trainqd.launch import remaining_runtime, stop_grace
 from trainqd.store import JobRow
 
-
-def grace(job: JobRow, default: float) -> float:
-    own = job.spec.stop_grace_seconds
-    return default if own is None else own
+grace = stop_grace  # the planner's name for it: time a stopping job still holds its GPUs
 
 
 def queued(job: JobRow, default_grace: float) -> planner.QueuedJob:
@@ -57,8 +54,7 @@ def capacity(
     if usage:
         assigned = {gpu for job in active for gpu in job.gpus}
         for gpu in usage:
-            # Every process on a GPU no job of ours holds is someone else's.
-            if gpu.index not in assigned and (gpu.pids or gpu.error):
+            if gpu.taken_by_others(held_by_trainq=gpu.index in assigned):
                 blocked.add(gpu.index)
     return planner.Capacity(
         gpus=tuple(sorted(gpus)),

@@ -1,5 +1,5 @@
 """The scheduling decision: which queued jobs start now, on which GPUs, and why the others
-wait (DESIGN §4).
+wait (docs/architecture.md).
 
 `plan` is a pure function of the queue, the running jobs, the capacity, the limits and the
 time it is given; it reads no clock and does no I/O, so the daemon can call it on every
@@ -26,8 +26,8 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 
+from trainq.core.reasons import Wait, WaitReason
 from trainqd.topology import choose_gpus
 
 
@@ -73,7 +73,7 @@ class Start:
 @dataclass(frozen=True)
 class Plan:
     starts: list[Start] = field(default_factory=list)
-    waiting: dict[int, str] = field(default_factory=dict)  # job id -> why it waits
+    waiting: dict[int, WaitReason] = field(default_factory=dict)  # job id -> why it waits
     wake_at: float | None = None  # plan again then: a held job becomes startable
 
 
@@ -90,14 +90,6 @@ class Reservation:
 
 def queue_order(job: QueuedJob) -> tuple[int, float, int]:
     return (-job.priority, job.submitted_at, job.id)
-
-
-def _clock(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp).strftime("%H:%M:%S")
-
-
-def _gpus(count: int) -> str:
-    return "1 GPU" if count == 1 else f"{count} GPUs"
 
 
 @dataclass
@@ -154,12 +146,12 @@ def _reserve(job: QueuedJob, pool: _Pool) -> Reservation:
     return Reservation(job.id, job.gpus, time, max(0, at_time - job.gpus))
 
 
-def _held_by_limits(job: QueuedJob, pool: _Pool, limits: Limits) -> str | None:
+def _held_by_limits(job: QueuedJob, pool: _Pool, limits: Limits) -> WaitReason | None:
     jobs_limit, gpus_limit = limits.max_running_jobs_per_user, limits.max_gpus_per_user
     if jobs_limit and pool.jobs_by_user[job.owner_uid] >= jobs_limit:
-        return f"held: max_running_jobs_per_user ({jobs_limit})"
+        return WaitReason(Wait.USER_JOB_LIMIT, limit=jobs_limit)
     if gpus_limit and pool.gpus_by_user[job.owner_uid] + job.gpus > gpus_limit:
-        return f"held: max_gpus_per_user ({gpus_limit})"
+        return WaitReason(Wait.USER_GPU_LIMIT, limit=gpus_limit)
     return None
 
 
@@ -174,18 +166,17 @@ def plan(
     pool = _pool_of(running, capacity)
     managed = len(capacity.gpus)
     starts: list[Start] = []
-    waiting: dict[int, str] = {}
+    waiting: dict[int, WaitReason] = {}
     wake_at: float | None = None
     head: Reservation | None = None
-    blocked = len(set(capacity.gpus) & capacity.blocked)
-    blocked_note = f", {blocked} busy with processes trainq did not start" if blocked else ""
+    foreign = len(set(capacity.gpus) & capacity.blocked)
 
     for job in sorted(queue, key=queue_order):
         if not 0 <= job.gpus <= managed:
-            waiting[job.id] = f"needs {_gpus(job.gpus)}; this host has {managed}"
+            waiting[job.id] = WaitReason(Wait.TOO_BIG, gpus=job.gpus, host_gpus=managed)
             continue
         if job.not_before is not None and job.not_before > now:
-            waiting[job.id] = f"retry backoff until {_clock(job.not_before)}"
+            waiting[job.id] = WaitReason(Wait.BACKOFF, until=job.not_before)
             wake_at = job.not_before if wake_at is None else min(wake_at, job.not_before)
             continue
         held = _held_by_limits(job, pool, limits)
@@ -197,9 +188,9 @@ def plan(
         if job.gpus == 0:
             if pool.cpu_jobs >= capacity.cpu_slots:
                 waiting[job.id] = (
-                    f"waiting for a CPU slot (all {capacity.cpu_slots} in use)"
+                    WaitReason(Wait.CPU_SLOT, limit=capacity.cpu_slots)
                     if capacity.cpu_slots
-                    else "no CPU slots: this daemon runs GPU jobs only (cpu_slots = 0)"
+                    else WaitReason(Wait.NO_CPU_SLOTS)
                 )
                 continue
             pool.take(job, (), end)
@@ -208,20 +199,22 @@ def plan(
 
         free = len(pool.free_gpus)
         if free < job.gpus:
-            why = f"waiting for {_gpus(job.gpus)} ({free} free{blocked_note})"
+            expected = None
             if head is None:
                 head = _reserve(job, pool)
                 if not math.isinf(head.time):
                     # A job past its expected end is still stopping: "now", not the past.
-                    why += f", expected by {_clock(max(head.time, now))}"
-            waiting[job.id] = why
+                    expected = max(head.time, now)
+            waiting[job.id] = WaitReason(
+                Wait.GPUS, gpus=job.gpus, free=free, foreign=foreign or None, until=expected
+            )
             continue
         if head is not None:
             # A job without a time limit never ends "before" anything, even a reservation
             # that cannot be foreseen: it must fit in the spare.
             done_in_time = end <= head.time and not math.isinf(end)
             if not done_in_time and job.gpus > head.spare:
-                waiting[job.id] = f"reserved GPUs for job {head.job_id}"
+                waiting[job.id] = WaitReason(Wait.RESERVED, job_id=head.job_id)
                 continue
             if not done_in_time:
                 # It will still hold its GPUs when the head starts: they come off the spare.

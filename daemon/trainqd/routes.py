@@ -1,11 +1,11 @@
-"""The API's handlers, one per request, joined by one route table (DESIGN §6)."""
+"""The API's handlers, one per request, joined by one route table (docs/architecture.md)."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,10 +23,13 @@ from trainq.core.wire import (
     JobList,
     JobRecord,
     StopRequest,
+    UsageReport,
 )
 from trainqd.admission import HostFacts, admit
-from trainqd.api.http import (
+from trainqd.api.openapi import build_openapi
+from trainqd.api.routing import (
     INT64_MAX,
+    Encoded,
     QueryParam,
     Request,
     Response,
@@ -34,26 +37,64 @@ from trainqd.api.http import (
     StreamResponse,
     decimal,
 )
+from trainqd.authorization import Authorizer
+from trainqd.config import Config
+from trainqd.events import ChangeNotifier
+from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
+from trainqd.jobdir import JobDirs
 from trainqd.leftovers import job_of_process
-from trainqd.scheduler import Scheduler
+from trainqd.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from trainqd.metrics import Metrics
+from trainqd.report import period_seconds, usage_report
+from trainqd.sampling import Sampler
+from trainqd.scheduler import JobControl
 from trainqd.store import JobRow, Store
 from trainqd.streams import check_logs, event_lines, log_chunks
 from trainqd.views import job_record
 
+# A listing comes in pages (a cursor in `next`) so that no request holds the loop for long.
+PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+def foreign_processes(
+    gpus: GpuBackend, holder: dict[int, int], jobs_dir: str
+) -> dict[int, tuple[GpuUsage, list[int]]]:
+    """Each GPU's live state and the processes on it that are not its holding job's, for
+    `trainq gpus` (blocking: NVML and /proc)."""
+    found: dict[int, tuple[GpuUsage, list[int]]] = {}
+    for live in gpus.usage():
+        job_id = holder.get(live.index)
+        pids = [
+            p for p in sorted(live.pids) if job_id is None or job_of_process(p, jobs_dir) != job_id
+        ]
+        found[live.index] = (live, pids)
+    return found
+
 
 @dataclass
 class Api:
-    scheduler: Scheduler
-    started_at: float
-    openapi: Callable[[], dict[str, Any]]
-    stopping: bool = False
+    """The handlers, built with what they need; the scheduler is reached only through the
+    narrow `JobControl`."""
 
-    @property
-    def store(self) -> Store:
-        return self.scheduler.store
+    store: Store
+    control: JobControl
+    dirs: JobDirs
+    notifier: ChangeNotifier
+    gpu_backend: GpuBackend
+    devices: Mapping[int, GpuDevice]
+    config: Config
+    sampler: Sampler
+    authorizer: Authorizer
+    instance: str
+    metrics: Metrics
+    started_at: float
+    stopping: bool = False
+    _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
 
     def _reveal(self, uid: int, job: JobRow) -> bool:
-        return uid == job.owner.uid or self.scheduler.authorizer.is_admin(uid)
+        return self.authorizer.may_see_details(uid, job)
 
     def _record(self, job_id: int, uid: int) -> JobRecord:
         job = self.store.get(job_id)
@@ -61,10 +102,11 @@ class Api:
         return job_record(
             job,
             attempts,
-            self.scheduler.dirs,
-            self.scheduler.waiting.get(job_id),
+            self.dirs,
+            self.control.waiting.get(job_id),
             reveal=self._reveal(uid, job),
-            instance=self.scheduler.settings.instance,
+            instance=self.instance,
+            use=self.sampler.attempts.get(job_id),
         )
 
     def _job_id(self, request: Request) -> int:
@@ -78,19 +120,19 @@ class Api:
 
     def host(self) -> HostFacts:
         return HostFacts(
-            gpu_backend=self.scheduler.gpus.kind,
-            gpu_count=len(self.scheduler.devices),
-            default_engine=self.scheduler.config.default_engine,
-            allowed_images=tuple(self.scheduler.config.allowed_images),
+            gpu_backend=self.gpu_backend.kind,
+            gpu_count=len(self.devices),
+            default_engine=self.config.default_engine,
+            allowed_images=tuple(self.config.allowed_images),
         )
 
     # -- handlers ------------------------------------------------------------------------
 
     async def submit(self, request: Request) -> Response:
         spec = request.model(JobSpec)
-        owner = await admit(spec, request.caller.uid, self.host(), self.scheduler.authorizer)
+        owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
         job = self.store.submit(spec, owner, time.time())
-        self.scheduler.submitted(job)
+        self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
 
     async def list_jobs(self, request: Request) -> Response:
@@ -107,24 +149,39 @@ class Api:
                 ) from None
         elif not everything:
             states = sorted(UNFINISHED)
-        jobs = self.store.jobs(states)
-        if user is not None:
-            jobs = [j for j in jobs if j.owner.user == user]
-        attempts = self.store.attempts([j.id for j in jobs])
-        waiting = self.scheduler.waiting
+        limit = request.query_int("limit", PAGE_SIZE, min=1, max=MAX_PAGE_SIZE)
+        after = request.query_int("after", 0, min=0)
+        assert limit is not None  # a default was given
+        assert after is not None
+        # Read, built and encoded in a worker thread: a page of 1,000 jobs takes tens of
+        # milliseconds, which the event loop must not spend (the others' requests wait on it).
+        waiting = dict(self.control.waiting)
+        use = dict(self.sampler.attempts)
         uid = request.caller.uid
-        records = [
-            job_record(
-                j,
-                attempts[j.id],
-                self.scheduler.dirs,
-                waiting.get(j.id),
-                reveal=self._reveal(uid, j),
-                instance=self.scheduler.settings.instance,
-            )
-            for j in jobs
-        ]
-        return Response(200, JobList(jobs=records))
+
+        def build() -> bytes:
+            page, total, more = self.store.page(states, user, after, limit)
+            records = [
+                job_record(
+                    j,
+                    attempts,
+                    self.dirs,
+                    waiting.get(j.id),
+                    reveal=self._reveal(uid, j),
+                    instance=self.instance,
+                    use=use.get(j.id),
+                )
+                for j, attempts in page
+            ]
+            cursor = str(page[-1][0].id) if more and page else None
+            return JobList(jobs=records, total=total, next=cursor).model_dump_json().encode()
+
+        # One page built at a time: each builder thread competes with the event loop for the
+        # interpreter lock, so ten at once would make every other request wait ten turns.
+        if self._listing is None:
+            self._listing = anyio.CapacityLimiter(1)
+        payload = await anyio.to_thread.run_sync(build, limiter=self._listing)
+        return Response(200, Encoded(payload))
 
     async def get_job(self, request: Request) -> Response:
         return Response(200, self._record(self._job_id(request), request.caller.uid))
@@ -132,25 +189,25 @@ class Api:
     async def stop_job(self, request: Request) -> Response:
         job_id = self._job_id(request)
         body = request.model(StopRequest, allow_empty=True)
-        self.scheduler.stop(job_id, request.caller.uid, body.grace_seconds)
+        self.control.stop(job_id, request.caller.uid, body.grace_seconds)
         return Response(202, self._record(job_id, request.caller.uid))
 
     async def logs(self, request: Request) -> StreamResponse:
         job_id = self._job_id(request)
         job = self.store.get(job_id)  # 404 before the stream starts
-        self.scheduler.authorizer.require_manage(request.caller.uid, job, "read the logs of")
+        self.authorizer.require_manage(request.caller.uid, job, "read the logs of")
         stream = request.query_str("stream", "both") or "both"
         if stream not in ("stdout", "stderr", "both"):
             raise InvalidRequest("query parameter 'stream' must be stdout, stderr or both")
         attempt = request.query_int("attempt", None, min=1, max=max(1, job.attempt_count))
         if attempt or job.attempt_count:  # a log the owner made a FIFO or a link: one line
             await anyio.to_thread.run_sync(
-                check_logs, self.scheduler.dirs, job_id, attempt or job.attempt_count, stream
+                check_logs, self.dirs, job_id, attempt or job.attempt_count, stream
             )
         chunks = log_chunks(
             self.store,
-            self.scheduler.dirs,
-            self.scheduler.notifier,
+            self.dirs,
+            self.notifier,
             job_id,
             attempt=attempt,
             stream=stream,
@@ -165,24 +222,28 @@ class Api:
         since = request.query_int("since", None, min=0)
         if since is None:
             since = self.store.last_event_id()
-        chunks = event_lines(self.store, self.scheduler.notifier, job_id, since)
+        chunks = event_lines(self.store, self.notifier, job_id, since)
         return StreamResponse("application/x-ndjson", chunks)
 
     async def gpus(self, request: Request) -> Response:
-        scheduler = self.scheduler
         holder = {
             gpu: job.id
             for job in self.store.jobs([JobState.RUNNING, JobState.STOPPING])
             for gpu in job.gpus
         }
-        usage = {u.index: u for u in scheduler.gpus.usage()} if scheduler.devices else {}
+        # NVML and /proc can block: read them on a worker thread, never on the event loop.
+        foreign = (
+            await anyio.to_thread.run_sync(
+                foreign_processes, self.gpu_backend, holder, str(self.dirs.root)
+            )
+            if self.devices
+            else {}
+        )
         records = []
-        for index, device in sorted(scheduler.devices.items()):
-            live = usage.get(index)
-            pids = sorted(live.pids) if live else []
+        for index, device in sorted(self.devices.items()):
+            live, pids = foreign.get(index, (None, []))
+            sampled = self.sampler.gpus.get(index)
             job_id = holder.get(index)
-            jobs_dir = str(scheduler.dirs.root)
-            foreign = [p for p in pids if job_id is None or job_of_process(p, jobs_dir) != job_id]
             records.append(
                 GpuRecord(
                     index=index,
@@ -191,11 +252,14 @@ class Api:
                     memory_total_mib=device.memory_total_mib,
                     memory_used_mib=None if live is None else live.memory_used_mib,
                     job_id=job_id,
-                    foreign_pids=foreign,
-                    available=job_id is None and not foreign and not (live and live.error),
+                    foreign_pids=pids,
+                    available=job_id is None
+                    and not (live is not None and live.taken_by_others(held_by_trainq=False)),
+                    utilization_percent=sampled.utilization_percent if sampled else None,
+                    power_watts=sampled.power_watts if sampled else None,
                 )
             )
-        return Response(200, GpuList(backend=scheduler.gpus.kind, gpus=records))
+        return Response(200, GpuList(backend=self.gpu_backend.kind, gpus=records))
 
     async def health(self, request: Request) -> Response:
         return Response(
@@ -206,15 +270,26 @@ class Api:
                 pid=os.getpid(),
                 uid=os.geteuid(),
                 started_at=datetime.fromtimestamp(self.started_at, UTC),
-                gpu_backend=self.scheduler.gpus.kind,
-                gpus=len(self.scheduler.devices),
-                cpu_slots=self.scheduler.config.cpu_slots,
+                gpu_backend=self.gpu_backend.kind,
+                gpus=len(self.devices),
+                cpu_slots=self.config.cpu_slots,
                 jobs=self.store.counts(),
             ),
         )
 
+    async def prometheus(self, request: Request) -> StreamResponse:
+        return await self.metrics.handle(request)
+
+    async def report(self, request: Request) -> Response:
+        now = time.time()
+        since = now - period_seconds(request.query_str("since", "30d") or "30d")
+        by = request.query_str("by", "user") or "user"
+        return Response(200, usage_report(self.store, since, now, by))
+
     async def openapi_document(self, request: Request) -> Response:
-        return Response(200, self.openapi())
+        if self._openapi is None:  # built on the first ask, from the routes themselves
+            self._openapi = build_openapi(self.routes(), version=__version__)
+        return Response(200, self._openapi)
 
     def routes(self) -> list[Route]:
         job_id = "{id}"
@@ -238,6 +313,8 @@ class Api:
                     QueryParam("all", "boolean", "include ended jobs", False),
                     QueryParam("state", "string", "only jobs in this state"),
                     QueryParam("user", "string", "only this user's jobs"),
+                    QueryParam("limit", "integer", "jobs per page", PAGE_SIZE, 1, MAX_PAGE_SIZE),
+                    QueryParam("after", "integer", "the `next` of the previous page", 0, 0),
                 ],
             ),
             Route(
@@ -286,5 +363,23 @@ class Api:
                 ],
             ),
             Route("GET", "/v1/health", self.health, "Daemon health", response_model=HealthRecord),
+            Route(
+                "GET",
+                "/v1/metrics",
+                self.prometheus,
+                "Metrics in the Prometheus text format",
+                streaming_content_type=METRICS_CONTENT_TYPE,
+            ),
+            Route(
+                "GET",
+                "/v1/report",
+                self.report,
+                "GPU-hours, jobs, failures and idle GPU-hours per user",
+                response_model=UsageReport,
+                query=[
+                    QueryParam("since", "string", "the period: 30d, 12h, 90m, 2w", "30d"),
+                    QueryParam("by", "string", "how rows are grouped: user", "user"),
+                ],
+            ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
         ]

@@ -1,5 +1,6 @@
-"""The store's rows as Python values: jobs, attempts and events, and how a row of each
-table becomes one. The column lists here and the schema (schema.py) go together."""
+"""The store's rows as typed Python values: jobs, attempts and events, and how a row of each
+table becomes one, read by column name. The column lists here and the schema (schema.py)
+go together."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from trainq.core.states import JobState
 
 
 @dataclass(frozen=True)
-class Owner:
+class JobOwner:
     uid: int
     gid: int
     user: str
@@ -25,7 +26,7 @@ class JobRow:
     name: str | None
     state: JobState
     priority: int
-    owner: Owner
+    owner: JobOwner
     spec: JobSpec
     gpus: tuple[int, ...]
     gpu_uuids: tuple[str, ...]
@@ -59,6 +60,11 @@ class AttemptRow:
     monitor_pid: int | None
     monitor_start: int | None
     boot_id: str | None
+    gpu_util_peak: float | None = None
+    gpu_util_mean: float | None = None
+    gpu_memory_peak_mib: int | None = None
+    gpu_idle_seconds: float | None = None
+    opt_ml: bool | None = None  # a subprocess attempt: whether /opt/ml was its ml root
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,8 @@ JOB_COLUMNS = (
 )
 ATTEMPT_COLUMNS = (
     "job_id, number, gpus, started_at, ended_at, exit_code, signal, outcome, reason, retried,"
-    " monitor_pid, monitor_start, boot_id"
+    " monitor_pid, monitor_start, boot_id,"
+    " gpu_util_peak, gpu_util_mean, gpu_memory_peak_mib, gpu_idle_seconds, opt_ml"
 )
 
 
@@ -102,51 +109,57 @@ def _seconds(value: float) -> float:
 
 
 def job_from(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
+    """A `jobs` row read by column name (the store's connection makes `sqlite3.Row`s)."""
     return JobRow(
-        id=row[0],
-        name=row[1],
-        state=JobState(row[2]),
-        priority=row[3],
-        owner=Owner(uid=row[4], gid=row[5], user=row[6]),
-        spec=JobSpec.model_validate_json(row[7]) if spec is None else spec,
-        gpus=tuple(json.loads(row[8])),
-        gpu_uuids=tuple(json.loads(row[9])),
-        created_at=_when_known(row[10]),
-        started_at=_when(row[11]),
-        ended_at=_when(row[12]),
-        failure_reason=row[13],
-        stop_reason=row[14],
-        not_before=_when(row[15]),
-        runtime_used=_seconds(row[16]),
-        attempt_count=row[17],
-        lost_count=row[18],
+        id=row["id"],
+        name=row["name"],
+        state=JobState(row["state"]),
+        priority=row["priority"],
+        owner=JobOwner(uid=row["owner_uid"], gid=row["owner_gid"], user=row["owner_user"]),
+        spec=JobSpec.model_validate_json(row["spec"]) if spec is None else spec,
+        gpus=tuple(json.loads(row["gpus"])),
+        gpu_uuids=tuple(json.loads(row["gpu_uuids"])),
+        created_at=_when_known(row["created_at"]),
+        started_at=_when(row["started_at"]),
+        ended_at=_when(row["ended_at"]),
+        failure_reason=row["failure_reason"],
+        stop_reason=row["stop_reason"],
+        not_before=_when(row["not_before"]),
+        runtime_used=_seconds(row["runtime_used"]),
+        attempt_count=row["attempt_count"],
+        lost_count=row["lost_count"],
     )
 
 
 def attempt_from(row: sqlite3.Row) -> AttemptRow:
     return AttemptRow(
-        job_id=row[0],
-        number=row[1],
-        gpus=tuple(json.loads(row[2])),
-        started_at=_when_known(row[3]),
-        ended_at=_when(row[4]),
-        exit_code=row[5],
-        signal=row[6],
-        outcome=row[7],
-        reason=row[8],
-        retried=bool(row[9]),
-        monitor_pid=row[10],
-        monitor_start=row[11],
-        boot_id=row[12],
+        job_id=row["job_id"],
+        number=row["number"],
+        gpus=tuple(json.loads(row["gpus"])),
+        started_at=_when_known(row["started_at"]),
+        ended_at=_when(row["ended_at"]),
+        exit_code=row["exit_code"],
+        signal=row["signal"],
+        outcome=row["outcome"],
+        reason=row["reason"],
+        retried=bool(row["retried"]),
+        monitor_pid=row["monitor_pid"],
+        monitor_start=row["monitor_start"],
+        boot_id=row["boot_id"],
+        gpu_util_peak=row["gpu_util_peak"],
+        gpu_util_mean=row["gpu_util_mean"],
+        gpu_memory_peak_mib=row["gpu_memory_peak_mib"],
+        gpu_idle_seconds=row["gpu_idle_seconds"],
+        opt_ml=None if row["opt_ml"] is None else bool(row["opt_ml"]),
     )
 
 
 def event_from(row: sqlite3.Row) -> EventRow:
     return EventRow(
-        id=row[0],
-        time=_when_known(row[1]),
-        job_id=row[2],
-        from_state=None if row[3] is None else JobState(row[3]),
-        to_state=JobState(row[4]),
-        reason=row[5],
+        id=row["id"],
+        time=_when_known(row["time"]),
+        job_id=row["job_id"],
+        from_state=None if row["from_state"] is None else JobState(row["from_state"]),
+        to_state=JobState(row["to_state"]),
+        reason=row["reason"],
     )

@@ -1,7 +1,13 @@
 """The state database's schema. Bump SCHEMA_VERSION with every change and migrate forward in
 Store._migrate; a database from a newer trainqd is refused rather than misread."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 4
+
+# What a paged listing filters on, each in id order so that a page is a range scan.
+LIST_INDEXES = (
+    """CREATE INDEX jobs_state_id ON jobs(state, id)""",
+    """CREATE INDEX jobs_user_id ON jobs(owner_user, id)""",
+)
 
 SCHEMA = (
     """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -41,6 +47,11 @@ SCHEMA = (
         monitor_pid INTEGER,
         monitor_start INTEGER,
         boot_id TEXT,
+        gpu_util_peak REAL,
+        gpu_util_mean REAL,
+        gpu_memory_peak_mib INTEGER,
+        gpu_idle_seconds REAL,
+        opt_ml INTEGER,
         PRIMARY KEY (job_id, number)
     )""",
     """CREATE TABLE events (
@@ -52,4 +63,22 @@ SCHEMA = (
         reason TEXT
     )""",
     """CREATE INDEX events_job ON events(job_id, id)""",
+    *LIST_INDEXES,
 )
+
+# The statements that bring a database of version N-1 to version N, run in order.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # An attempt's GPU use (daemon/trainqd/sampling.py), unknown for older attempts.
+    2: tuple(
+        f"ALTER TABLE attempts ADD COLUMN {column}"
+        for column in (
+            "gpu_util_peak REAL",
+            "gpu_util_mean REAL",
+            "gpu_memory_peak_mib INTEGER",
+            "gpu_idle_seconds REAL",
+        )
+    ),
+    3: LIST_INDEXES,
+    # Whether a subprocess attempt's trainer found /opt/ml (monitor/records.py's ExitRecord).
+    4: ("ALTER TABLE attempts ADD COLUMN opt_ml INTEGER",),
+}

@@ -18,6 +18,7 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +30,24 @@ from trainqd.rows import (
     JOB_COLUMNS,
     AttemptRow,
     EventRow,
+    JobOwner,
     JobRow,
-    Owner,
     attempt_from,
     event_from,
     job_from,
 )
-from trainqd.schema import SCHEMA, SCHEMA_VERSION
+from trainqd.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
-__all__ = ["AttemptRow", "EventRow", "JobRow", "Owner", "Store", "StoreError", "is_disk_full"]
+__all__ = [
+    "AttemptRow",
+    "EventRow",
+    "JobChanges",
+    "JobOwner",
+    "JobRow",
+    "Store",
+    "StoreError",
+    "is_disk_full",
+]
 
 
 class StoreError(Exception):
@@ -53,9 +63,25 @@ def is_disk_full(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_FULL
 
 
+@dataclass(frozen=True)
+class JobChanges:
+    """What a change of state also records on the job. None leaves a column as it is."""
+
+    stop_reason: str | None = None
+    failure_reason: str | None = None
+    ended_at: float | None = None
+    not_before: float | None = None  # retry backoff: not startable before this time
+    lost_count: int | None = None
+
+    def assignments(self) -> list[tuple[str, object]]:
+        return [(f"{name}=?", value) for name, value in asdict(self).items() if value is not None]
+
+
 class Store:
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        conn.row_factory = sqlite3.Row  # rows.py reads columns by name
         self._db = conn
+        self._path = path
         self._unfinished: dict[int, JobRow] = {}
 
     @classmethod
@@ -69,7 +95,7 @@ class Store:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=5000")
-            store = cls(conn)
+            store = cls(conn, path)
             store._migrate()
             store._load_unfinished()
         except DiskFull as exc:
@@ -100,6 +126,14 @@ class Store:
                 raise StoreError(
                     f"the state database has schema {version}, newer than this trainqd "
                     f"({SCHEMA_VERSION}); run the newer trainqd"
+                )
+            for step in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    self._db.execute(statement)
+            if version < SCHEMA_VERSION:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
                 )
 
     @property
@@ -203,6 +237,63 @@ class Store:
         rows = [job_from(r) for r in self._db.execute(sql, args)]
         return sorted(rows, key=lambda j: j.id) if limit else rows
 
+    def page(
+        self,
+        states: Sequence[JobState] | None,
+        owner_user: str | None,
+        after: int,
+        limit: int,
+    ) -> tuple[list[tuple[JobRow, list[AttemptRow]]], int, bool]:
+        """One page of jobs (with their attempts) in id order after the id `after`, filtered
+        in SQL (the indexes of schema.LIST_INDEXES), with the number of jobs the filters match
+        and whether more follow the page.
+
+        Safe to call from a worker thread: it reads through a connection of its own (WAL lets
+        it read beside the writer), so a long page never holds the event loop."""
+        db = sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
+        db.row_factory = sqlite3.Row
+        try:
+            return self._page(db, states, owner_user, after, limit)
+        finally:
+            db.close()
+
+    @staticmethod
+    def _page(
+        db: sqlite3.Connection,
+        states: Sequence[JobState] | None,
+        owner_user: str | None,
+        after: int,
+        limit: int,
+    ) -> tuple[list[tuple[JobRow, list[AttemptRow]]], int, bool]:
+        where: list[str] = []
+        args: list[Any] = []
+        if states is not None:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args.extend(str(s) for s in states)
+        if owner_user is not None:
+            where.append("owner_user=?")
+            args.append(owner_user)
+        matching = (" WHERE " + " AND ".join(where)) if where else ""
+        db.execute("BEGIN")  # the count and the page from one snapshot
+        (total,) = db.execute(f"SELECT count(*) FROM jobs{matching}", args).fetchone()
+        paged = matching + (" AND " if where else " WHERE ") + "id>?"
+        rows = db.execute(
+            f"SELECT {JOB_COLUMNS} FROM jobs{paged} ORDER BY id LIMIT ?",
+            [*args, after, limit + 1],
+        ).fetchall()
+        jobs = [job_from(r) for r in rows[:limit]]
+        attempts: dict[int, list[AttemptRow]] = {j.id: [] for j in jobs}
+        if jobs:
+            for row in db.execute(
+                f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE job_id BETWEEN ? AND ?"
+                " ORDER BY job_id, number",
+                (jobs[0].id, jobs[-1].id),
+            ):
+                if row[0] in attempts:
+                    attempts[row[0]].append(attempt_from(row))
+        db.execute("COMMIT")
+        return [(j, attempts[j.id]) for j in jobs], int(total), len(rows) > limit
+
     def attempts(self, job_ids: Sequence[int]) -> dict[int, list[AttemptRow]]:
         out: dict[int, list[AttemptRow]] = {j: [] for j in job_ids}
         if not job_ids:
@@ -245,9 +336,33 @@ class Store:
         counts.update(self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state"))
         return counts
 
+    def counts_by_user(self) -> list[tuple[str, str, int]]:
+        """(state, user, jobs) for every pair that has a job."""
+        cur = self._db.execute(
+            "SELECT state, owner_user, count(*) FROM jobs GROUP BY state, owner_user"
+        )
+        return [(str(state), str(user), int(n)) for state, user, n in cur]
+
+    def usage_since(self, since: float) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """For usage reports: (user, state, created_at, ended_at) of every job that was
+        submitted or ended since `since`, and (user, gpus, started_at, ended_at, idle seconds)
+        of every attempt that ran since then."""
+        jobs = self._db.execute(
+            "SELECT owner_user, state, created_at, ended_at FROM jobs"
+            " WHERE created_at>=? OR ended_at>=?",
+            (since, since),
+        ).fetchall()
+        attempts = self._db.execute(
+            "SELECT j.owner_user, a.gpus, a.started_at, a.ended_at, a.gpu_idle_seconds"
+            " FROM attempts a JOIN jobs j ON j.id=a.job_id"
+            " WHERE a.ended_at IS NULL OR a.ended_at>=?",
+            (since,),
+        ).fetchall()
+        return [tuple(r) for r in jobs], [tuple(r) for r in attempts]
+
     # -- writes --------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, owner: Owner, now: float) -> JobRow:
+    def submit(self, spec: JobSpec, owner: JobOwner, now: float) -> JobRow:
         """Insert a PENDING job; durable when this returns."""
         with self._tx():
             cur = self._db.execute(
@@ -275,11 +390,14 @@ class Store:
         target: JobState,
         now: float,
         reason: str | None = None,
-        **fields: Any,
+        *,
+        stop_reason: str | None = None,
+        ended_at: float | None = None,
     ) -> JobRow:
         """Move a job to `target` if the lifecycle allows it from its current state."""
+        changes = JobChanges(stop_reason=stop_reason, ended_at=ended_at)
         with self._tx():
-            self._guarded(job_id, target, now, reason, fields)
+            self._guarded(job_id, target, now, reason, changes.assignments())
         return self._refresh(job_id)
 
     def begin_attempt(
@@ -295,13 +413,13 @@ class Store:
                 JobState.RUNNING,
                 now,
                 f"attempt {number}",
-                {
-                    "gpus": json.dumps(list(gpus)),
-                    "gpu_uuids": json.dumps(list(uuids)),
-                    "attempt_count": number,
-                    "not_before": None,
-                    "started_at": ("COALESCE(started_at, ?)", now),
-                },
+                [
+                    ("gpus=?", json.dumps(list(gpus))),
+                    ("gpu_uuids=?", json.dumps(list(uuids))),
+                    ("attempt_count=?", number),
+                    ("not_before=?", None),
+                    ("started_at=COALESCE(started_at, ?)", now),
+                ],
             )
             self._db.execute(
                 "INSERT INTO attempts(job_id, number, gpus, started_at) VALUES (?,?,?,?)",
@@ -319,6 +437,42 @@ class Store:
                 (pid, start, boot_id, job_id, number),
             )
 
+    def record_gpu_use(
+        self,
+        job_id: int,
+        number: int,
+        *,
+        utilization_peak: float | None,
+        utilization_mean: float | None,
+        memory_peak_mib: int | None,
+        idle_seconds: float,
+    ) -> None:
+        """Keep what the sampler saw of an ended attempt's GPUs."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE attempts SET gpu_util_peak=?, gpu_util_mean=?, gpu_memory_peak_mib=?,"
+                " gpu_idle_seconds=? WHERE job_id=? AND number=?",
+                (utilization_peak, utilization_mean, memory_peak_mib, idle_seconds, job_id, number),
+            )
+
+    def record_opt_ml(self, job_id: int, number: int, present: bool) -> None:
+        """Keep whether an ended subprocess attempt's trainer found /opt/ml."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE attempts SET opt_ml=? WHERE job_id=? AND number=?",
+                (int(present), job_id, number),
+            )
+
+    def note(self, job_id: int, now: float, reason: str) -> None:
+        """An event that changes no state (a job's GPUs went idle): the event stream's
+        readers hear of it as of any change, with from_state equal to to_state."""
+        with self._tx():
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}")
+            state = JobState(row[0])
+            self._event(job_id, now, state, state, reason)
+
     def end_attempt(
         self,
         job_id: int,
@@ -334,7 +488,7 @@ class Store:
         reason: str | None,
         retried: bool,
         event_reason: str | None,
-        **job_fields: Any,
+        changes: JobChanges | None = None,
     ) -> JobRow:
         """Close an attempt and move its job on, in one transaction."""
         with self._tx():
@@ -358,8 +512,11 @@ class Store:
                 ),
             )
             used = max(0.0, attempt_ended - begun)
-            job_fields["runtime_used"] = ("runtime_used + ?", used)
-            self._guarded(job_id, target, now, event_reason, job_fields)
+            assignments = [
+                *(changes or JobChanges()).assignments(),
+                ("runtime_used=runtime_used + ?", used),
+            ]
+            self._guarded(job_id, target, now, event_reason, assignments)
         return self._refresh(job_id)
 
     def _guarded(
@@ -368,17 +525,12 @@ class Store:
         target: JobState,
         now: float,
         reason: str | None,
-        fields: dict[str, Any],
+        assignments: Sequence[tuple[str, object]],
     ) -> None:
-        sets = ["state=?"]
-        args: list[Any] = [str(target)]
-        for column, value in fields.items():
-            if isinstance(value, tuple):  # an SQL expression with its parameter
-                sets.append(f"{column}={value[0]}")
-                args.append(value[1])
-            else:
-                sets.append(f"{column}=?")
-                args.append(value)
+        """`assignments`: ("column=<expression with one ?>", its parameter), written by this
+        module only."""
+        sets = ["state=?", *(sql for sql, _ in assignments)]
+        args: list[Any] = [str(target), *(value for _, value in assignments)]
         sources = sorted(str(s) for s in sources_of(target))
         before = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
         if before is None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from trainq.core.reasons import Wait, WaitReason, render
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
 from trainqd.retry import signal_name
+from trainqd.sampling import AttemptUse
 from trainqd.store import AttemptRow, EventRow, JobRow
 
 
@@ -33,17 +35,21 @@ def attempt_record(
         reason=visible_reason(row.reason, reveal),
         retried=row.retried,
         container=container,
+        gpu_util_peak=row.gpu_util_peak,
+        gpu_util_mean=row.gpu_util_mean,
+        gpu_memory_peak_mib=row.gpu_memory_peak_mib,
+        gpu_idle_seconds=row.gpu_idle_seconds,
+        opt_ml=row.opt_ml,
     )
 
 
-def pending_reason(job: JobRow, waiting: str | None, now: float) -> str | None:
+def wait_reason(job: JobRow, waiting: WaitReason | None, now: float) -> WaitReason | None:
     if job.state != JobState.PENDING:
         return None
     if job.not_before is not None and job.not_before > now:
         # Known before the scheduler has planned again.
-        until = datetime.fromtimestamp(job.not_before).strftime("%H:%M:%S")
-        return f"retry backoff until {until}"
-    return waiting or "queued"
+        return WaitReason(Wait.BACKOFF, until=job.not_before)
+    return waiting or WaitReason(Wait.QUEUED)
 
 
 HIDDEN = "<hidden>"
@@ -61,23 +67,32 @@ def visible_reason(reason: str | None, reveal: bool) -> str | None:
 
 
 def visible_spec(spec: JobSpec, reveal: bool) -> JobSpec:
-    """The spec as a caller may see it: environment values (API tokens live there) only for
-    the job's owner and admins; the names stay, so everyone sees what the job relies on."""
-    if reveal or not spec.environment:
+    """The spec as a caller may see it: environment and hyperparameter values (API tokens
+    travel in both) only for the job's owner and admins; the names stay, so everyone sees
+    what the job relies on."""
+    if reveal or not (spec.environment or spec.hyperparameters):
         return spec
-    return spec.model_copy(update={"environment": dict.fromkeys(spec.environment, HIDDEN)})
+    return spec.model_copy(
+        update={
+            "environment": dict.fromkeys(spec.environment, HIDDEN),
+            "hyperparameters": dict.fromkeys(spec.hyperparameters, HIDDEN),
+        }
+    )
 
 
 def job_record(
     job: JobRow,
     attempts: list[AttemptRow],
     dirs: JobDirs,
-    waiting: str | None,
+    waiting: WaitReason | None,
     *,
     reveal: bool,
     instance: str,
+    use: AttemptUse | None = None,
 ) -> JobRecord:
     pending = job.state == JobState.PENDING
+    why = wait_reason(job, waiting, time.time())
+    latest = use.latest if use is not None else None
     return JobRecord(
         id=job.id,
         name=job.display_name,
@@ -98,8 +113,12 @@ def job_record(
         ],
         failure_reason=visible_reason(job.failure_reason, reveal),
         stop_reason=job.stop_reason,
-        pending_reason=pending_reason(job, waiting, time.time()),
+        pending_reason=None if why is None else render(why),
+        waiting=why,
         next_attempt_at=ts(job.not_before) if pending else None,
+        gpu_util=None if latest is None else latest.utilization_percent,
+        gpu_memory_used_mib=None if latest is None else latest.memory_used_mib,
+        gpu_idle_since=ts(None if use is None else use.idle.flagged_since),
         created_at=ts(job.created_at),
         started_at=ts(job.started_at),
         ended_at=ts(job.ended_at),

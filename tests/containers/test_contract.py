@@ -1,4 +1,4 @@
-"""The trainer's contract inside a container (issue 5, item 1; DESIGN §2): `IMAGE train` with
+"""The trainer's contract inside a container (docs/architecture.md): `IMAGE train` with
 the ml root at /opt/ml, File channels mounted read-only, Pipe mode FIFOs through the bind
 mount, the job's environment and GPUs, and a container named and labelled after the job."""
 

@@ -1,4 +1,4 @@
-"""Container jobs outlive trainqd (issue 5, item 2; DESIGN §7): the attempt's monitor keeps
+"""Container jobs outlive trainqd (docs/architecture.md): the attempt's monitor keeps
 the container supervised while the daemon is down, and the restarted daemon finds it again.
 When the monitor is gone too, the container is found by its name and removed before the
 job is tried again."""
@@ -61,8 +61,8 @@ def test_the_container_of_a_vanished_monitor_is_removed_before_the_retry(
     first = running_container(podman_daemon, engine, job_id, 1)
     podman_daemon.kill()
     # The monitor dies without an exit record, as in a crash; the container runs on.
-    attempt_dir = podman_daemon.state_dir / "jobs" / str(job_id) / "attempts" / "1"
-    os.kill(json.loads((attempt_dir / "monitor.json").read_text())["monitor_pid"], signal.SIGKILL)
+    record = podman_daemon.state_dir / "jobs" / str(job_id) / "attempts" / "1.monitor"
+    os.kill(json.loads(record.read_text())["monitor_pid"], signal.SIGKILL)
     podman_daemon.start()
 
     second = running_container(podman_daemon, engine, job_id, 2)

@@ -1,5 +1,5 @@
 """The core issue's "done when": a job with two GPUs, two hyperparameters and a File-mode
-channel, submitted with the real CLI to a real daemon, finds everything DESIGN §2 promises."""
+channel, submitted with the real CLI to a real daemon, finds all the contract promises."""
 
 from __future__ import annotations
 

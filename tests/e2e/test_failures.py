@@ -1,4 +1,4 @@
-"""How a failed trainer is reported: the failure file, else stderr's tail (DESIGN §2)."""
+"""How a failed trainer is reported: the failure file, else stderr's tail."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,8 @@ def started(daemon: Daemon, job_id: int) -> int:
     return int(pid_file.read_text())
 
 
-def second_attempt(daemon: Daemon, job_id: int) -> dict[str, object]:
-    def begun() -> dict[str, object] | None:
+def second_attempt(daemon: Daemon, job_id: int) -> dict[str, Any]:
+    def begun() -> dict[str, Any] | None:
         job = daemon.job(job_id)
         return job if len(job["attempts"]) == 2 else None
 
@@ -99,14 +100,14 @@ def test_a_vanished_monitor_is_cleaned_up_and_retried(daemon: Daemon, tmp_path: 
     trainer = started(daemon, job)
     daemon.kill()
     # Its monitor dies without a record, as in a crash (or a reboot, for the monitor).
-    info = daemon.state_dir / "jobs" / str(job) / "attempts" / "1" / "monitor.json"
+    info = daemon.state_dir / "jobs" / str(job) / "attempts" / "1.monitor"
     os.kill(json.loads(info.read_text())["monitor_pid"], signal.SIGKILL)
     daemon.start()
     # The orphaned trainer is killed before the job runs again, and the retry does not
     # spend the job's own retries (max_retries is 0 here).
     wait_for(lambda: not pids_alive([trainer]), timeout=5, what="the orphan to be killed")
     retried = second_attempt(daemon, job)
-    assert retried["attempts"][0]["outcome"]  # type: ignore[index] == "lost"
+    assert retried["attempts"][0]["outcome"] == "lost"
     release.touch()
     assert daemon.wait_state(job)["state"] == "COMPLETED"
 
@@ -115,10 +116,10 @@ def test_a_monitor_killed_under_a_running_daemon(daemon: Daemon, tmp_path: Path)
     release = tmp_path / "release"
     job = daemon.submit(python_job("until_released.py", str(release), "0", gpus=1))["id"]
     trainer = started(daemon, job)
-    info = daemon.state_dir / "jobs" / str(job) / "attempts" / "1" / "monitor.json"
+    info = daemon.state_dir / "jobs" / str(job) / "attempts" / "1.monitor"
     os.kill(json.loads(info.read_text())["monitor_pid"], signal.SIGKILL)
     wait_for(lambda: not pids_alive([trainer]), timeout=5, what="the orphan to be killed")
     retried = second_attempt(daemon, job)
-    assert retried["attempts"][0]["outcome"]  # type: ignore[index] == "lost"
+    assert retried["attempts"][0]["outcome"] == "lost"
     release.touch()
     assert daemon.wait_state(job)["state"] == "COMPLETED"

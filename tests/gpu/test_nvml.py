@@ -102,8 +102,8 @@ def test_a_cuda_process_appears_in_usage_until_it_exits(backend: GpuBackend) -> 
 
         wait_for(lambda: holder.pid in pids_on_target(), timeout=30, what="the CUDA process")
         entry = next(u for u in backend.usage() if u.index == target.index)
-        assert entry.blocked_by_others(own_pids=frozenset())
-        assert not entry.blocked_by_others(own_pids=entry.pids)
+        assert entry.taken_by_others(held_by_trainq=False)
+        assert not entry.taken_by_others(held_by_trainq=True)
         others = [u for u in backend.usage() if u.index != target.index]
         assert all(holder.pid not in u.pids for u in others)
 

@@ -20,7 +20,6 @@ from tests.helpers import wait_for
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
     EXIT_RECORD,
-    MONITOR_INFO,
     MONITOR_LOG,
     STDERR,
     STDOUT,
@@ -28,12 +27,14 @@ from trainqd.monitor.records import (
     ExitRecord,
     Launch,
     MonitorInfo,
-    StopRequest,
+    StopOrder,
+    monitor_info_path,
     parse_exit_record,
     parse_monitor_info,
     read_json,
     write_record,
 )
+from trainqd.watcher import StopCause
 
 TRAINERS = Path(__file__).resolve().parent.parent / "trainers"
 # The system's Python for trainers: readable by every user (the virtualenv's interpreter
@@ -86,15 +87,15 @@ class Attempt:
         return None if raw is None else parse_exit_record(raw)
 
     def info(self, timeout: float = 10.0) -> MonitorInfo:
-        path = str(self.dir / MONITOR_INFO)
-        raw = wait_for(lambda: read_json(path), timeout=timeout, what="monitor.json")
+        path = monitor_info_path(os.path.dirname(self.launch.stop_file), self.launch.attempt)
+        raw = wait_for(lambda: read_json(path), timeout=timeout, what="the monitor's record")
         return parse_monitor_info(raw)
 
-    def stop(self, grace: float | None = None, reason: str = "user") -> None:
+    def stop(self, grace: float | None = None, reason: StopCause = "user") -> None:
         """What trainqd does: the request in the stop file, then SIGTERM to the monitor."""
         if grace is None:
             grace = self.launch.stop_grace_seconds
-        request = StopRequest(grace_seconds=grace, reason=reason)  # type: ignore[arg-type]
+        request = StopOrder(grace_seconds=grace, reason=reason)
         write_record(self.launch.stop_file, request)
         self.interrupt()
 

@@ -24,7 +24,7 @@ from trainqd.monitor.records import (
     reserve_record_space,
     write_exit_record,
 )
-from trainqd.supervisor import read_exit_record
+from trainqd.watcher import read_exit_record
 
 GOOD: dict[str, Any] = {
     "job_id": 7,
@@ -73,9 +73,9 @@ def test_a_record_out_of_bounds_is_refused(change: dict[str, Any]) -> None:
 
 
 def test_monitor_info_is_bounded() -> None:
-    good = {"monitor_pid": 10, "monitor_start": 5, "boot_id": "b", "trainer_pid": 11}
-    assert parse_monitor_info(good).trainer_pid == 11
-    for change in ({"monitor_pid": 2**40}, {"trainer_pid": -1}, {"boot_id": "x" * 10_000}):
+    good = {"monitor_pid": 10, "monitor_start": 5, "boot_id": "b"}
+    assert parse_monitor_info(good).monitor_pid == 10
+    for change in ({"monitor_pid": 2**40}, {"monitor_start": -1}, {"boot_id": "x" * 10_000}):
         with pytest.raises(ValueError):
             parse_monitor_info({**good, **change})
 

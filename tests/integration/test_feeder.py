@@ -230,7 +230,9 @@ def test_a_hundred_epochs_leak_no_descriptor(space: Workspace) -> None:
         read_fifo(space.wait_fifo("train", epoch), limit=None if epoch % 2 else 5)
     space.wait_fifo("train", 101)
 
-    assert feeder.fd_count() == before
+    # The first count may still include the first epoch's descriptors on their way to being
+    # closed; a leak of even one per epoch would show as a hundred more.
+    assert feeder.fd_count() <= before
     assert feeder.poll() is None
 
 

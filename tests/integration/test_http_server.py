@@ -33,8 +33,8 @@ from tests.helpers import wait_for
 
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
-from trainqd.api.http import QueryParam, Request, Response, Route, Router, StreamResponse
 from trainqd.api.listener import bind_unix_socket
+from trainqd.api.routing import QueryParam, Request, Response, Route, Router, StreamResponse
 from trainqd.api.server import ServerLimits, serve
 
 INTERNAL = {"error": {"code": "internal", "message": "internal error; see the trainqd log"}}
@@ -299,7 +299,8 @@ def get(path: str, extra: str = "") -> bytes:
 def error_of(body: bytes) -> dict[str, str]:
     parsed = json.loads(body)
     assert set(parsed) == {"error"}
-    return parsed["error"]  # type: ignore[no-any-return]
+    error: dict[str, str] = parsed["error"]
+    return error
 
 
 # -- JSON in and out ------------------------------------------------------------------------

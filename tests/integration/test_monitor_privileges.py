@@ -17,11 +17,17 @@ from tests.integration.monitor_util import (
     trainer,
 )
 
+from trainq.core import outcomes
 from trainqd.monitor import procfs
-from trainqd.monitor.records import EXIT_RECORD, MONITOR_INFO, MONITOR_LOG, STDERR, STDOUT
+from trainqd.monitor.records import EXIT_RECORD, MONITOR_LOG, STDERR, STDOUT, FileChannel
 
 pytestmark = pytest.mark.multiuser
 NOBODY_IDS = "65534 65534 65534 65534 65534 65534 65534"  # res uid, res gid, groups
+
+
+def channel(source: Path) -> FileChannel:
+    """A File mode channel of a subprocess job on the directory `source`."""
+    return FileChannel(name="train", source=str(source), source_is_dir=True, view="link")
 
 
 def ids_of(pid: int) -> tuple[list[str], list[str]]:
@@ -41,7 +47,6 @@ def test_a_job_of_nobody_runs_entirely_as_nobody() -> None:
             a.dir / STDOUT,
             a.dir / STDERR,
             a.dir / EXIT_RECORD,
-            a.dir / MONITOR_INFO,
             a.dir / MONITOR_LOG,
             a.ml_root / "model",
         ):
@@ -68,7 +73,7 @@ def test_a_readonly_path_is_read_only_for_the_trainer_alone(tmp_path: Path) -> N
     data = tmp_path / "data"
     data.mkdir(mode=0o777)
     data.chmod(0o777)
-    with attempt_of(trainer("monitor_whoami.py", str(data)), readonly_paths=[str(data)]) as a:
+    with attempt_of(trainer("monitor_whoami.py", str(data)), file_channels=[channel(data)]) as a:
         record = a.start().wait()
         assert record.outcome == "exited", a.stderr()
         assert a.data("write-0").read_text() == "EROFS"
@@ -80,7 +85,7 @@ def test_a_readonly_path_is_read_only_for_the_trainer_alone(tmp_path: Path) -> N
 
 PERSONAL_DAEMON = """
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:]
 from trainqd.monitor import spawn
 from trainqd.monitor.records import Launch
 monitor = spawn.start_monitor(Launch.from_json(sys.stdin.buffer.read()))
@@ -96,10 +101,11 @@ def test_without_root_the_view_is_skipped_with_a_warning() -> None:
         give_to(a, NOBODY)
         os.chown(data, 65534, 65534)
         argv = trainer("monitor_whoami.py", str(data))
-        a.launch = replace(a.launch, argv=argv, readonly_paths=[str(data)])
+        a.launch = replace(a.launch, argv=argv, file_channels=[channel(data)])
         package_parent = Path(procfs.__file__).resolve().parents[2]
+        core_parent = Path(outcomes.__file__).resolve().parents[2]  # the monitor speaks it
         done = subprocess.run(
-            [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent)],
+            [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)],
             input=a.launch.to_json(),
             user=65534,
             group=65534,

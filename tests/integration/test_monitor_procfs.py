@@ -59,7 +59,9 @@ def test_stat_fields_survive_a_command_name_with_spaces_and_parentheses(tmp_path
             assert (stat.pid, stat.ppid, stat.pgid) == (p.pid, os.getpid(), os.getpgid(0))
             assert stat.alive
             assert stat.start_ticks == procfs.start_ticks(p.pid)
-            assert stat.start_ticks >= procfs.start_ticks(os.getpid())  # type: ignore[operator]
+            mine = procfs.start_ticks(os.getpid())
+            assert mine is not None
+            assert stat.start_ticks >= mine
         finally:
             p.kill()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, trainer
 
+from trainq.core import outcomes
 from trainq.core.spec import parse_spec
 from trainqd.contract import config_files
 from trainqd.monitor import procfs
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.multiuser
 
 PERSONAL_DAEMON = """
 import sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:]
 from trainqd.monitor import spawn
 from trainqd.monitor.records import Launch
 monitor = spawn.start_monitor(Launch.from_json(sys.stdin.buffer.read()))
@@ -31,9 +32,11 @@ sys.exit(monitor.wait(15))
 
 
 def run_as_nobody(launch_json: bytes) -> subprocess.CompletedProcess[bytes]:
+    # trainqd's package, and trainq's (the monitor speaks trainq.core.outcomes).
     package_parent = Path(procfs.__file__).resolve().parents[2]
+    core_parent = Path(outcomes.__file__).resolve().parents[2]
     return subprocess.run(
-        [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent)],
+        [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)],
         input=launch_json,
         user=65534,
         group=65534,

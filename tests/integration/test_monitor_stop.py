@@ -14,7 +14,7 @@ from tests.helpers import wait_for
 from tests.integration.monitor_util import alive, attempt_of, identities, python, trainer
 
 from trainqd.monitor import procfs
-from trainqd.monitor.records import EXIT_RECORD, StopRequest, write_record
+from trainqd.monitor.records import EXIT_RECORD, StopOrder, write_record
 
 
 def test_trainer_that_checkpoints_on_sigterm_is_stopped_within_the_grace() -> None:
@@ -23,7 +23,6 @@ def test_trainer_that_checkpoints_on_sigterm_is_stopped_within_the_grace() -> No
         a.stop(grace=10)
         record = a.wait()
         assert (record.outcome, record.exit_code, record.signal) == ("stopped", 0, None)
-        assert record.stop_reason == "user"
         assert record.reason == "stopped on request: exited with status 0"
         assert (a.ml_root / "checkpoints" / "ckpt").read_text() == "step 42\n"
         assert "checkpoint saved" in a.stdout()
@@ -44,11 +43,7 @@ def test_after_the_grace_every_process_of_the_tree_is_killed() -> None:
         a.stop(grace=0.5)
         record = a.wait()
         assert time.monotonic() - began >= 0.5
-        assert (record.outcome, record.signal, record.stop_reason) == (
-            "stopped",
-            signal.SIGKILL,
-            "user",
-        )
+        assert (record.outcome, record.signal) == ("stopped", signal.SIGKILL)
         assert record.reason == "stopped on request: killed by SIGKILL when the 0.5 s grace ran out"
         assert [pid for pid, ticks in tree if alive(pid, ticks)] == []
         assert trainer_pid not in procfs.descendants(a.pid, include_zombies=True)
@@ -60,11 +55,7 @@ def test_sigterm_without_a_stop_file_interrupts_with_the_launch_grace() -> None:
         a.start().wait_data("tree")
         a.interrupt()
         record = a.wait()
-        assert (record.outcome, record.signal, record.stop_reason) == (
-            "interrupted",
-            signal.SIGKILL,
-            "shutdown",
-        )
+        assert (record.outcome, record.signal) == ("interrupted", signal.SIGKILL)
         assert "host shutdown" in (record.reason or "")
         assert "0.3 s grace" in (record.reason or "")
 
@@ -98,11 +89,7 @@ def test_the_time_limit_stops_the_trainer_with_the_launch_grace() -> None:
         a.launch = replace(a.launch, deadline=deadline)
         a.start()
         record = a.wait()
-        assert (record.outcome, record.exit_code, record.stop_reason) == (
-            "timed_out",
-            0,
-            "time_limit",
-        )
+        assert (record.outcome, record.exit_code) == ("timed_out", 0)
         assert record.reason == "time limit reached: exited with status 0"
         assert record.started_at is not None
         assert record.started_at < deadline <= record.ended_at
@@ -114,14 +101,14 @@ def test_a_stop_from_trainqd_for_the_time_limit_is_recorded_as_timed_out() -> No
         a.start().wait_data("ready")
         a.stop(grace=10, reason="time_limit")
         record = a.wait()
-        assert (record.outcome, record.stop_reason) == ("timed_out", "time_limit")
+        assert record.outcome == "timed_out"
 
 
 def test_a_time_limit_already_past_never_starts_the_trainer() -> None:
     with attempt_of(python("open('ran', 'w').close()")) as a:
         a.launch = replace(a.launch, deadline=time.time() - 1)
         record = a.start().wait()
-        assert (record.outcome, record.stop_reason) == ("timed_out", "time_limit")
+        assert record.outcome == "timed_out"
         assert record.started_at is None
         assert not (a.root / "ran").exists()
 
@@ -186,7 +173,7 @@ def test_the_monitor_outlives_the_process_that_started_it() -> None:
             assert stat is not None
             assert stat.ppid == keeper.pid
             assert procfs.read_stat(trainer_pid) is not None
-            request = StopRequest(grace_seconds=5, reason="user")
+            request = StopOrder(grace_seconds=5, reason="user")
             write_record(a.launch.stop_file, request)
             os.kill(monitor, signal.SIGTERM)
             keeper.wait(15)

@@ -13,9 +13,10 @@ import pytest
 from trainq.core.errors import DiskFull, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
-from trainqd.store import Owner, Store, StoreError
+from trainqd.schema import SCHEMA_VERSION
+from trainqd.store import JobChanges, JobOwner, Store, StoreError
 
-OWNER = Owner(uid=1000, gid=1000, user="alice")
+OWNER = JobOwner(uid=1000, gid=1000, user="alice")
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def test_guarded_transitions_and_events(store: Store) -> None:
         reason="segfault",
         retried=True,
         event_reason="retry",
-        not_before=10.0,
+        changes=JobChanges(not_before=10.0),
     )
     assert job.state == JobState.PENDING
     assert job.runtime_used == pytest.approx(2.0)
@@ -95,19 +96,26 @@ def test_guarded_transitions_and_events(store: Store) -> None:
 def test_an_attempt_ends_once(store: Store) -> None:
     job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
     store.begin_attempt(job.id, (), (), 2.0)
-    kw = dict(
-        attempt_started=2.0,
-        attempt_ended=3.0,
-        exit_code=0,
-        signal=None,
-        outcome="exited",
-        reason=None,
-        retried=False,
-        event_reason="done",
-    )
-    store.end_attempt(job.id, 1, JobState.COMPLETED, 3.0, **kw)  # type: ignore[arg-type]
+
+    def end() -> None:
+        store.end_attempt(
+            job.id,
+            1,
+            JobState.COMPLETED,
+            3.0,
+            attempt_started=2.0,
+            attempt_ended=3.0,
+            exit_code=0,
+            signal=None,
+            outcome="exited",
+            reason=None,
+            retried=False,
+            event_reason="done",
+        )
+
+    end()
     with pytest.raises(TransitionError):
-        store.end_attempt(job.id, 1, JobState.COMPLETED, 3.0, **kw)  # type: ignore[arg-type]
+        end()
 
 
 def test_unknown_job(store: Store) -> None:
@@ -196,3 +204,41 @@ def test_a_full_disk_changes_nothing_and_is_told_as_disk_full(tmp_path: Path) ->
         store.close()
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_an_older_database_gains_the_listing_indexes(tmp_path: Path) -> None:
+    Store.open(tmp_path / "db").close()
+    raw = sqlite3.connect(tmp_path / "db")
+    raw.execute("DROP INDEX jobs_state_id")
+    raw.execute("DROP INDEX jobs_user_id")
+    raw.execute("ALTER TABLE attempts DROP COLUMN opt_ml")  # added by version 4
+    raw.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    raw.commit()
+    raw.close()
+    Store.open(tmp_path / "db").close()
+    raw = sqlite3.connect(tmp_path / "db")
+    names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert {"jobs_state_id", "jobs_user_id"} <= names
+    assert raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
+    plan = " ".join(
+        str(r[-1])
+        for r in raw.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE owner_user=? AND id>? ORDER BY id",
+            ("a", 0),
+        )
+    )
+    assert "jobs_user_id" in plan
+
+
+def test_a_page_is_filtered_in_sql_and_says_what_follows(store: Store) -> None:
+    bob = JobOwner(uid=1001, gid=1001, user="bob")
+    ids = [store.submit(JobSpec(command=["true"]), (OWNER, bob)[n % 2], 1.0).id for n in range(7)]
+    store.transition(ids[0], JobState.STOPPED, 2.0)
+    jobs, total, more = store.page(None, "alice", 0, 2)
+    assert ([j.id for j, _ in jobs], total, more) == ([ids[0], ids[2]], 4, True)
+    jobs, total, more = store.page(None, "alice", ids[2], 2)
+    assert ([j.id for j, _ in jobs], total, more) == ([ids[4], ids[6]], 4, False)
+    jobs, total, more = store.page([JobState.PENDING], "alice", 0, 10)
+    assert ([j.id for j, _ in jobs], total, more) == ([ids[2], ids[4], ids[6]], 3, False)

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job
-from tests.multiuser.accounts import Accounts
+from tests.daemon import Daemon, python_job, running_daemon
+from tests.multiuser.accounts import ADMINS, Accounts
 from tests.multiuser.support import submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
@@ -25,20 +26,16 @@ DENIED = "EPERM"  # the devices cgroup refused it
 
 
 @pytest.fixture
-def gpu_nodes(shared_dir: Path) -> list[str]:
-    """nvidia0..3 and nvidiactl, as the NVIDIA driver makes them, in a directory of the test."""
+def gpu_host(accounts: Accounts, shared_dir: Path) -> Iterator[tuple[Daemon, list[str]]]:
+    """A root trainqd with four simulated GPUs whose device nodes it makes itself, in a
+    directory the test users can reach: nvidia0..3 and nvidiactl, as the NVIDIA driver
+    makes them."""
     nodes = shared_dir / "dev"
-    nodes.mkdir()
-    made = []
-    for minor, name in [(0, "nvidia0"), (1, "nvidia1"), (2, "nvidia2"), (3, "nvidia3")]:
-        path = nodes / name
-        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, minor))
-        path.chmod(0o666)  # as the driver makes them: anyone may open them
-        made.append(str(path))
-    ctl = nodes / "nvidiactl"
-    os.mknod(ctl, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, 255))
-    ctl.chmod(0o666)
-    return [*made, str(ctl)]
+    config = {"admin_group": ADMINS, "fake_gpu_device_dir": str(nodes)}
+    with running_daemon(gpus="fake:4", config=config) as daemon:
+        yield daemon, [str(nodes / f"nvidia{n}") for n in range(4)] + [str(nodes / "nvidiactl")]
+    # Gone again at trainqd's clean shutdown, directory and all: trainqd made them.
+    assert not nodes.exists()
 
 
 def probe(daemon: Daemon, accounts: Accounts, shared_dir: Path, nodes: list[str], gpus: int) -> Any:
@@ -51,9 +48,16 @@ def probe(daemon: Daemon, accounts: Accounts, shared_dir: Path, nodes: list[str]
 
 
 def test_a_job_opens_its_own_gpus_only(
-    workstation: Daemon, accounts: Accounts, shared_dir: Path, gpu_nodes: list[str]
+    gpu_host: tuple[Daemon, list[str]], accounts: Accounts, shared_dir: Path
 ) -> None:
+    workstation, gpu_nodes = gpu_host
     *gpu_paths, ctl = gpu_nodes
+    for minor, path in enumerate(gpu_paths):  # as the driver makes them: root's, 0666
+        status = os.stat(path)
+        assert stat.S_ISCHR(status.st_mode), path
+        assert status.st_rdev == os.makedev(NVIDIA_MAJOR, minor)
+        assert (status.st_uid, stat.S_IMODE(status.st_mode)) == (0, 0o666)
+    assert os.stat(ctl).st_rdev == os.makedev(NVIDIA_MAJOR, 255)
     given, report = probe(workstation, accounts, shared_dir, gpu_nodes, gpus=2)
     assert len(given) == 2
     for index, path in enumerate(gpu_paths):

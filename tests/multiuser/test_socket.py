@@ -15,7 +15,8 @@ from tests.multiuser.support import trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
-JOBLESS = '{\n  "jobs": []\n}\n'  # `trainq ls --json` of an empty queue
+# `trainq ls --json` of an empty queue
+JOBLESS = '{\n  "jobs": [],\n  "total": 0,\n  "next": null\n}\n'
 
 
 def mode_and_group(path: Path) -> tuple[int, int]:

@@ -104,7 +104,8 @@ def test_the_binds_of_a_vanished_monitor_are_released(
 
     # The monitor dies without a word; the next trainqd cleans up after it.
     podman_daemon.kill()
-    os.kill(json.loads((attempt_dir / "monitor.json").read_text())["monitor_pid"], signal.SIGKILL)
+    record = attempt_dir.with_name(f"{attempt_dir.name}.monitor")
+    os.kill(json.loads(record.read_text())["monitor_pid"], signal.SIGKILL)
     pid_file.unlink()
     podman_daemon.start()
     wait_for(pid_file.exists, timeout=60, what="the second attempt to start")

@@ -62,7 +62,7 @@ def kill_if_running(pid: int, ticks: int) -> None:
 
 
 def monitor_of(daemon: Daemon, job_id: int, attempt: int) -> int:
-    path = daemon.state_dir / "jobs" / str(job_id) / "attempts" / str(attempt) / "monitor.json"
+    path = daemon.state_dir / "jobs" / str(job_id) / "attempts" / f"{attempt}.monitor"
     info = wait_for(lambda: path.exists() and json.loads(path.read_text()), timeout=20)
     pid: int = info["monitor_pid"]
     return pid

@@ -13,7 +13,7 @@ import pytest
 
 from tests.daemon import Daemon
 from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, trainq_as
+from tests.multiuser.support import SYSTEM_PYTHON, http_as, trainq_as
 from trainqd.jobdir import JobDirs
 
 pytestmark = pytest.mark.multiuser
@@ -152,3 +152,38 @@ def test_a_container_jobs_attempt_dir_is_its_owners_alone(
     assert "Permission denied" in peek.stderr
     assert bob.run(["ls", str(paths.attempt_dir)]).returncode != 0
     assert alice.run(["touch", str(paths.attempt_dir / "planted")]).returncode != 0
+
+
+def test_hyperparameter_values_are_for_its_owner_and_admins(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path
+) -> None:
+    """Tokens travel as hyperparameters too (`--hp tok=...`): other users see the names alone."""
+    alice, bob, carol = accounts.alice, accounts.bob, accounts.carol
+    secret = f"tq{uuid.uuid4().hex}"
+    done = trainq_as(
+        workstation, alice, "submit", "--hp", f"tok={secret}", "--", "true", cwd=shared_dir
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = int(done.stdout)
+    workstation.wait_state(job_id, "COMPLETED")
+
+    for reader in (alice, carol):  # the owner and an admin read the value
+        own = trainq_as(workstation, reader, "show", "--json", str(job_id))
+        assert own.returncode == 0, own.stderr
+        assert secret in own.stdout, reader.name
+
+    for command in (("ls", "--all", "--json"), ("show", "--json", str(job_id))):
+        seen = trainq_as(workstation, bob, *command)
+        assert seen.returncode == 0, seen.stderr  # bob is served, and sees the job exists
+        assert str(job_id) in seen.stdout, command
+        assert '"tok"' in seen.stdout, command  # the name stays visible
+        assert secret not in seen.stdout, command
+    status, jobs = http_as(workstation, bob, "GET", "/v1/jobs?all=true")
+    assert status == 200, jobs
+    assert str(job_id) in str(jobs)
+    assert secret not in str(jobs)
+
+    exported = trainq_as(workstation, bob, "export", "--to", "slurm", str(job_id))
+    assert exported.returncode != 0
+    assert "are hidden from you" in exported.stderr
+    assert secret not in exported.stdout + exported.stderr

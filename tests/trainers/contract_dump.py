@@ -1,4 +1,4 @@
-"""A trainer that writes down everything the contract says it gets (DESIGN §2), then exits 0.
+"""A trainer that writes down everything the contract says it gets, then exits 0.
 
 It records into $SM_OUTPUT_DATA_DIR/contract.json: its environment, identity, working
 directory, the config files, the ml root's layout, and what it can do with each channel.

@@ -3,14 +3,15 @@ mistake, without a daemon."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from trainq import __version__
-from trainq.cli import main, parse
+from trainq import __version__, cli
+from trainq.cli import main
 from trainq.specfile import ChannelFlag
 
 
@@ -19,6 +20,12 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     # The user's shell may export these; the tests choose for themselves.
     monkeypatch.delenv("TRAINQ_SOCKET", raising=False)
     monkeypatch.delenv("TRAINQ_DEBUG", raising=False)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    args = cli.parse(argv)
+    assert isinstance(args, argparse.Namespace), f"{argv} did not parse: exit {args}"
+    return args
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -59,7 +66,7 @@ def test_submit_defaults() -> None:
 def test_socket_before_or_after_the_command() -> None:
     assert parse(["--socket", "/tmp/a.sock", "ls"]).socket == "/tmp/a.sock"
     assert parse(["ls", "--socket", "/tmp/b.sock"]).socket == "/tmp/b.sock"
-    assert not hasattr(parse(["ls"]), "socket")
+    assert parse(["ls"]).socket is None
 
 
 def test_other_commands() -> None:
@@ -79,7 +86,9 @@ def test_other_commands() -> None:
 SUBMIT_HINT = " (put the job's command after `--`: trainq submit [options] -- COMMAND...)"
 JOB_ID = "argument JOB: expected a job id (a whole number like 12), got"
 STATES = "PENDING, RUNNING, STOPPING, COMPLETED, FAILED, STOPPED"
-COMMANDS = "'submit', 'stop', 'ls', 'show', 'logs', 'wait', 'gpus', 'health'"
+COMMANDS = (
+    "'submit', 'stop', 'ls', 'show', 'logs', 'wait', 'gpus', 'health', 'top', 'report', 'export'"
+)
 USAGE_ERRORS = [
     ("submit --gpus two", "submit: argument --gpus: expected a whole number, got 'two'"),
     ("submit --gpus -1", "submit: argument --gpus: expected a whole number (0 or more), got '-1'"),
@@ -99,7 +108,7 @@ USAGE_ERRORS = [
     ),
     ("submit --bogus", "submit: unrecognized arguments: --bogus" + SUBMIT_HINT),
     ("submit --gp 1", "submit: unrecognized arguments: --gp" + SUBMIT_HINT),  # no abbreviations
-    ("submit python3 train.py --lr 1", "submit: unrecognized arguments: --lr 1" + SUBMIT_HINT),
+    ("submit python3 train.py --lr 1", "submit: unrecognized arguments: --lr" + SUBMIT_HINT),
     ("stop abc", f"stop: {JOB_ID} 'abc'"),
     ("show -3", f"show: {JOB_ID} '-3'"),
     ("wait 0", f"wait: {JOB_ID} '0'"),
@@ -172,18 +181,20 @@ def test_the_socket_from_the_environment(
 
 
 def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
-    # The fast commands must not pay for rich, pydantic or httpx (see trainq.cli's docstring).
+    # The fast commands, and usage errors, must not pay for rich, pydantic or httpx (see
+    # trainq.cli's docstring); typer is loaded, its rich help is not.
     probe = (
         "import sys\n"
         "from trainq.cli import main\n"
         f"status = main(['--socket', {str(tmp_path / 'x.sock')!r}, 'submit', '--', 'true'])\n"
-        "heavy = sorted(m for m in ('rich', 'pydantic', 'httpx', 'typer') if m in sys.modules)\n"
-        "print(status, heavy)\n"
+        "usage = main(['submit', '--gpus', 'two'])\n"
+        "heavy = sorted(m for m in ('rich', 'pydantic', 'httpx') if m in sys.modules)\n"
+        "print(status, usage, heavy)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=30
     )
-    assert result.stdout == "7 []\n"
+    assert result.stdout == "7 2 []\n"
     module = subprocess.run(
         [sys.executable, "-m", "trainq", "--version"],
         capture_output=True,

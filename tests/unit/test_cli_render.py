@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from trainq import render
 from trainq.core.spec import ChannelSpec, JobSpec
 from trainq.core.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
 from trainq.humanize import (
@@ -128,6 +129,22 @@ def test_which_reason_a_job_shows() -> None:
     assert job_reason({"pending_reason": " "}) == ""
 
 
+def test_a_wait_reason_is_rendered_from_its_record() -> None:
+    # The structured reason, worded by trainq.core.reasons (the daemon's words are the
+    # fallback for a record this version cannot read).
+    waiting = {"kind": "gpus", "gpus": 2, "free": 1, "foreign": 1}
+    pending = {"state": "PENDING", "pending_reason": "daemon's words", "waiting": waiting}
+    assert job_reason(pending) == (
+        "waiting for 2 GPUs (1 free, 1 busy with processes trainq did not start)"
+    )
+    reserved = {**pending, "waiting": {"kind": "reserved", "job_id": 7}}
+    assert job_reason(reserved) == "reserved GPUs for job 7"
+    assert job_reason({**pending, "waiting": {"kind": "from-a-newer-daemon"}}) == "daemon's words"
+    assert job_reason({**pending, "waiting": {"kind": "backoff", "until": "soon"}}) == (
+        "daemon's words"
+    )
+
+
 def test_cells() -> None:
     assert gpus_cell(job()) == "2 [0,1]"
     assert gpus_cell(job(state="PENDING", gpus=[])) == "2"
@@ -195,6 +212,20 @@ def test_ls_piped_is_plain_whole_lines() -> None:
     assert len(lines) == 4
     assert not ANSI.search(out)
     assert all(line == line.rstrip() for line in lines)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_ls_piped_is_laid_out_as_rich_lays_it_out(
+    wide: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Piped output skips rich (start-up time); it must be rich's layout, line for line.
+    jobs = [*some_jobs(), job(id=100, name="a-much-longer-name-than-the-rest", priority=-20)]
+    plain = job_table(jobs, PIPED, wide=wide)
+    wide_chars = job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
+    monkeypatch.setattr(render, "_plain_table", lambda *_: None)  # rich draws everything
+    assert plain == job_table(jobs, PIPED, wide=wide)
+    # a name that is not plain ASCII was drawn by rich (two columns a character)
+    assert wide_chars == job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
 
 
 def test_ls_wide_has_absolute_times_and_whole_reasons() -> None:

@@ -153,8 +153,8 @@ def test_a_declared_pid_blocks_its_gpu_only_while_alive(
 
     usage = backend.usage()
     assert usage[1].pids == {alive.pid}
-    assert usage[1].blocked_by_others(own_pids=frozenset())
-    assert not usage[1].blocked_by_others(own_pids={alive.pid})
+    assert usage[1].taken_by_others(held_by_trainq=False)
+    assert not usage[1].taken_by_others(held_by_trainq=True)
     assert not any(u.pids for u in usage if u.index != 1)
 
     alive.kill()  # not reaped yet: a zombie holds no GPU
@@ -192,7 +192,7 @@ def test_a_broken_file_makes_every_gpu_busy_until_it_is_fixed(tmp_path: Path) ->
     path.write_text('{"count": 2, "processes": ')
     usage = backend.usage()
     assert all(u.error and "not valid JSON" in u.error for u in usage)
-    assert all(u.blocked_by_others(frozenset()) for u in usage)
+    assert all(u.taken_by_others(held_by_trainq=False) for u in usage)
 
     path.unlink()
     assert all(u.error and "cannot read" in u.error for u in backend.usage())
@@ -424,7 +424,7 @@ def test_nvml_usage_reports_a_failing_gpu_as_busy() -> None:
     assert usage[3].error is not None
     assert "GPU 3" in usage[3].error
     assert "GPU is lost" in usage[3].error
-    assert usage[3].blocked_by_others(own_pids=frozenset())
+    assert usage[3].taken_by_others(held_by_trainq=False)
 
 
 def test_nvml_text_and_bus_id_helpers() -> None:
@@ -433,7 +433,10 @@ def test_nvml_text_and_bus_id_helpers() -> None:
     assert _canonical_bus_id("00000001:1A:00.0") != _canonical_bus_id("00000000:1A:00.0")
 
 
-def test_a_gpu_usage_with_only_own_processes_is_free() -> None:
-    usage = GpuUsage(0, 100, frozenset({10, 11}))
-    assert not usage.blocked_by_others({10, 11, 12})
-    assert usage.foreign_pids({10}) == {11}
+def test_a_gpu_is_someone_elses_only_while_no_job_of_trainq_holds_it() -> None:
+    busy = GpuUsage(0, 100, frozenset({10, 11}))
+    assert busy.taken_by_others(held_by_trainq=False)
+    assert not busy.taken_by_others(held_by_trainq=True)
+    assert not GpuUsage(0, 0, frozenset()).taken_by_others(held_by_trainq=False)
+    unreadable = GpuUsage(0, None, frozenset(), error="GPU is lost")
+    assert unreadable.taken_by_others(held_by_trainq=False)

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from trainq.core.errors import InvalidRequest, InvalidSpec, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.wire import StopRequest
-from trainqd.api.http import (
+from trainqd.api.routing import (
     Caller,
     QueryParam,
     Request,

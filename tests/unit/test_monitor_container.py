@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trainqd.monitor import container
-from trainqd.monitor.container import ContainerState, parse_state, settle
+from trainqd.monitor.container import ContainerState, parse_state, resolve_exit
 from trainqd.monitor.records import ContainerLaunch
 
 PODMAN = ContainerLaunch(engine="podman", engine_path="/usr/bin/podman", name="trainq-7-1")
@@ -61,28 +61,28 @@ def test_an_ambiguous_status_from_a_container_that_never_ran_is_an_engine_error(
     status: int,
 ) -> None:
     for state in (None, ContainerState(started=False, exit_code=0, oom_killed=False)):
-        ending = settle("podman", status, state, "Error: runc create failed\nexec: nosuchcmd")
+        ending = resolve_exit("podman", status, state, "Error: runc create failed\nexec: nosuchcmd")
         assert ending is not None
         assert (ending.outcome, ending.exit_code) == ("engine_error", status)
         assert ending.reason == (
             f"podman failed (exit {status}): Error: runc create failed\nexec: nosuchcmd"
         )
-    quiet = settle("docker", status, None, None)
+    quiet = resolve_exit("docker", status, None, None)
     assert quiet is not None
     assert quiet.reason == f"docker failed (exit {status}): no output"
 
 
 def test_an_ambiguous_status_from_a_container_that_ran_is_the_trainers_own() -> None:
     state = ContainerState(started=True, exit_code=127, oom_killed=False)
-    assert settle("podman", 127, state, "trainer: command not found") is None
+    assert resolve_exit("podman", 127, state, "trainer: command not found") is None
 
 
 def test_out_of_memory_is_told_apart_from_other_kills() -> None:
-    oom = settle("podman", 137, ContainerState(True, 137, True), None)
+    oom = resolve_exit("podman", 137, ContainerState(True, 137, True), None)
     assert oom is not None
     assert (oom.outcome, oom.exit_code) == ("oom_killed", 137)
-    assert settle("podman", 137, ContainerState(True, 137, False), None) is None
-    assert settle("podman", 137, None, None) is None
+    assert resolve_exit("podman", 137, ContainerState(True, 137, False), None) is None
+    assert resolve_exit("podman", 137, None, None) is None
 
 
 def test_only_the_ambiguous_statuses_are_inspected() -> None:

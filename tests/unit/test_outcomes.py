@@ -5,8 +5,8 @@ import signal
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.monitor.records import ExitRecord
-from trainqd.outcomes import LOST_REASON, settle
-from trainqd.store import AttemptRow, JobRow, Owner
+from trainqd.outcomes import LOST_REASON, judge_end
+from trainqd.store import AttemptRow, JobOwner, JobRow
 
 
 def job(state: JobState = JobState.RUNNING, **spec: object) -> JobRow:
@@ -15,7 +15,7 @@ def job(state: JobState = JobState.RUNNING, **spec: object) -> JobRow:
         name="j",
         state=state,
         priority=0,
-        owner=Owner(1000, 1000, "alice"),
+        owner=JobOwner(1000, 1000, "alice"),
         spec=JobSpec.model_validate({"command": ["x"], "retry_backoff_seconds": 1, **spec}),
         gpus=(0,),
         gpu_uuids=("u",),
@@ -31,8 +31,14 @@ def job(state: JobState = JobState.RUNNING, **spec: object) -> JobRow:
     )
 
 
-def record(outcome: str, **kw: object) -> ExitRecord:
-    return ExitRecord(job_id=1, attempt=1, outcome=outcome, started_at=1.0, ended_at=2.0, **kw)  # type: ignore[arg-type]
+def record(
+    outcome: str,
+    *,
+    exit_code: int | None = None,
+    signal: int | None = None,
+    reason: str | None = None,
+) -> ExitRecord:
+    return ExitRecord(1, 1, outcome, 1.0, 2.0, exit_code=exit_code, signal=signal, reason=reason)
 
 
 def attempt(number: int, outcome: str, exit_code: int | None = None) -> AttemptRow:
@@ -42,24 +48,24 @@ def attempt(number: int, outcome: str, exit_code: int | None = None) -> AttemptR
 
 
 def test_success() -> None:
-    result = settle(job(), [], record("exited", exit_code=0), 5.0)
+    result = judge_end(job(), [], record("exited", exit_code=0), 5.0)
     assert result.target == JobState.COMPLETED
-    assert result.job_fields["ended_at"] == 5.0
+    assert result.changes.ended_at == 5.0
 
 
 def test_failure_reason_is_the_failure_file_or_a_description() -> None:
-    failed = settle(job(), [], record("exited", exit_code=3, reason="x" * 2000), 5.0)
+    failed = judge_end(job(), [], record("exited", exit_code=3, reason="x" * 2000), 5.0)
     assert failed.target == JobState.FAILED
-    assert failed.job_fields["failure_reason"] == "x" * 1024
-    bare = settle(job(), [], record("signaled", signal=signal.SIGKILL), 5.0)
-    assert bare.job_fields["failure_reason"] == "killed by SIGKILL"
+    assert failed.changes.failure_reason == "x" * 1024
+    bare = judge_end(job(), [], record("signaled", signal=signal.SIGKILL), 5.0)
+    assert bare.changes.failure_reason == "killed by SIGKILL"
 
 
 def test_transient_crash_goes_back_to_pending_with_backoff() -> None:
-    result = settle(job(), [], record("exited", exit_code=134), 5.0)
+    result = judge_end(job(), [], record("exited", exit_code=134), 5.0)
     assert (result.target, result.retried) == (JobState.PENDING, True)
-    assert result.job_fields["not_before"] == 6.0
-    capped = settle(
+    assert result.changes.not_before == 6.0
+    capped = judge_end(
         job(max_retries=1), [attempt(1, "exited", 134)], record("exited", exit_code=134), 5.0
     )
     assert capped.target == JobState.FAILED
@@ -67,30 +73,30 @@ def test_transient_crash_goes_back_to_pending_with_backoff() -> None:
 
 def test_a_stop_wins_over_the_exit_status_unless_it_completed() -> None:
     stopping = job(JobState.STOPPING)
-    assert settle(stopping, [], record("exited", exit_code=143), 5.0).target == JobState.STOPPED
-    assert settle(stopping, [], record("signaled", signal=11), 5.0).target == JobState.STOPPED
-    assert settle(stopping, [], record("exited", exit_code=0), 5.0).target == JobState.COMPLETED
-    stopped = settle(stopping, [], record("stopped", exit_code=0), 5.0)
-    assert stopped.job_fields["stop_reason"] == "stopped by bob"
+    assert judge_end(stopping, [], record("exited", exit_code=143), 5.0).target == JobState.STOPPED
+    assert judge_end(stopping, [], record("signaled", signal=11), 5.0).target == JobState.STOPPED
+    assert judge_end(stopping, [], record("exited", exit_code=0), 5.0).target == JobState.COMPLETED
+    stopped = judge_end(stopping, [], record("stopped", exit_code=0), 5.0)
+    assert stopped.changes.stop_reason == "stopped by bob"
 
 
 def test_time_limit() -> None:
-    result = settle(job(max_runtime_seconds=60), [], record("timed_out", signal=9), 5.0)
+    result = judge_end(job(max_runtime_seconds=60), [], record("timed_out", signal=9), 5.0)
     assert result.target == JobState.STOPPED
-    assert result.job_fields["stop_reason"] == "time limit of 60 s reached"
+    assert result.changes.stop_reason == "time limit of 60 s reached"
 
 
 def test_a_host_shutdown_requeues_unless_the_user_stopped_it() -> None:
     interrupted = record("interrupted", exit_code=0)
-    again = settle(job(max_retries=0), [], interrupted, 5.0)
+    again = judge_end(job(max_retries=0), [], interrupted, 5.0)
     assert (again.target, again.retried) == (JobState.PENDING, True)
-    stopped = settle(job(JobState.STOPPING), [], interrupted, 5.0)
+    stopped = judge_end(job(JobState.STOPPING), [], interrupted, 5.0)
     assert stopped.target == JobState.STOPPED
 
 
 def test_lost_monitor_is_retried_without_spending_retries() -> None:
-    result = settle(job(max_retries=0), [], None, 5.0)
+    result = judge_end(job(max_retries=0), [], None, 5.0)
     assert result.target == JobState.PENDING
     assert result.outcome == "lost"
     assert result.reason == LOST_REASON
-    assert result.job_fields["lost_count"] == 1
+    assert result.changes.lost_count == 1

@@ -5,15 +5,15 @@ from trainq.core.states import JobState
 from trainqd import planner
 from trainqd.gpus.base import GpuUsage
 from trainqd.plan_inputs import capacity, left_after, queued, running
-from trainqd.store import JobRow, Owner
+from trainqd.store import JobOwner, JobRow
 
 
 def row(
     job_id: int, state: JobState = JobState.PENDING, held: tuple[int, ...] = (), **spec: object
 ) -> JobRow:
     return JobRow(
-        id=job_id, name=None, state=state, priority=int(spec.pop("priority", 0)),  # type: ignore[call-overload]
-        owner=Owner(1000, 1000, "alice"),
+        id=job_id, name=None, state=state, priority=int(str(spec.pop("priority", 0))),
+        owner=JobOwner(1000, 1000, "alice"),
         spec=JobSpec.model_validate({"command": ["x"], **spec}),
         gpus=held, gpu_uuids=(), created_at=float(job_id), started_at=None, ended_at=None,
         failure_reason=None, stop_reason=None, not_before=None, runtime_used=30.0,

@@ -10,6 +10,7 @@ from datetime import datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trainq.core.reasons import render
 from trainqd.gpus.fake import server_distances
 from trainqd.planner import (
     Capacity,
@@ -24,6 +25,11 @@ from trainqd.planner import (
 
 NOW = 1_700_000_000.0
 NO_LIMITS = Limits()
+
+
+def said(result: Plan) -> dict[int, str]:
+    """The plan's wait reasons in the words `trainq ls` shows."""
+    return {job_id: render(reason) for job_id, reason in result.waiting.items()}
 
 
 def clock(timestamp: float) -> str:
@@ -107,7 +113,7 @@ def test_running_and_blocked_gpus_are_never_handed_out() -> None:
         NOW,
     )
     assert started(result) == {1: (6, 7)}
-    assert result.waiting == {
+    assert said(result) == {
         2: "waiting for 1 GPU (0 free, 4 busy with processes trainq did not start)"
     }
 
@@ -123,7 +129,7 @@ def test_cpu_jobs_use_their_own_slots() -> None:
     runs = [running(9, ()), running(8, (0,))]
     result = plan(queue, runs, capacity(cpu_slots=3), NO_LIMITS, NOW)
     assert started(result) == {1: (), 2: (), 5: (1,)}
-    assert result.waiting == {
+    assert said(result) == {
         3: "waiting for a CPU slot (all 3 in use)",
         4: "waiting for 8 GPUs (7 free)",
     }
@@ -139,7 +145,7 @@ def test_cpu_jobs_are_not_held_back_by_a_gpu_reservation() -> None:
 def test_gpu_jobs_do_not_need_cpu_slots() -> None:
     result = plan([queued(1, 0), queued(2, 1)], [], capacity(cpu_slots=0), NO_LIMITS, NOW)
     assert started(result) == {2: (0,)}
-    assert result.waiting == {1: "no CPU slots: this daemon runs GPU jobs only (cpu_slots = 0)"}
+    assert said(result) == {1: "no CPU slots: this daemon runs GPU jobs only (cpu_slots = 0)"}
 
 
 def test_max_running_jobs_per_user_holds_without_reserving() -> None:
@@ -147,7 +153,7 @@ def test_max_running_jobs_per_user_holds_without_reserving() -> None:
     queue = [queued(1, 1, uid=7), queued(2, 1, uid=7), queued(3, 1, uid=7), queued(4, 1, uid=8)]
     result = plan(queue, [running(9, (0,), uid=7)], capacity(), limits, NOW)
     assert started(result) == {1: (1,), 4: (2,)}
-    assert result.waiting == {
+    assert said(result) == {
         2: "held: max_running_jobs_per_user (2)",
         3: "held: max_running_jobs_per_user (2)",
     }
@@ -160,7 +166,7 @@ def test_max_gpus_per_user_holds_without_reserving() -> None:
     # Job 1 would take user 7 to 8 GPUs: held, and reserving nothing, so job 2 (no time
     # limit) starts on the GPUs job 1 would otherwise have waited for.
     assert started(result) == {2: (2, 3, 4, 5, 6, 7)}
-    assert result.waiting == {
+    assert said(result) == {
         1: "held: max_gpus_per_user (6)",
         3: "waiting for 2 GPUs (0 free)",
     }
@@ -175,7 +181,7 @@ def test_retry_backoff_waits_and_says_when_to_plan_again() -> None:
     ]
     result = plan(queue, [], capacity(), NO_LIMITS, NOW)
     assert started(result) == {3: (0,)}
-    assert result.waiting == {
+    assert said(result) == {
         1: f"retry backoff until {clock(NOW + 30)}",
         2: f"retry backoff until {clock(NOW + 10)}",
         4: f"retry backoff until {clock(NOW + 5)}",
@@ -191,7 +197,7 @@ def test_backfill_starts_a_job_that_ends_before_the_reservation() -> None:
     ]
     result = plan(queue, [running(9, tuple(range(6)), ends_in=100)], capacity(), NO_LIMITS, NOW)
     assert started(result) == {3: (6, 7)}
-    assert result.waiting == {
+    assert said(result) == {
         1: f"waiting for 8 GPUs (2 free), expected by {clock(NOW + 100)}",
         2: "reserved GPUs for job 1",
     }
@@ -215,14 +221,14 @@ def test_backfill_may_use_the_gpus_the_head_will_not_need() -> None:
     runs = [running(8, (0, 1, 2, 3), ends_in=100), running(9, (4, 5))]
     result = plan(queue, runs, capacity(blocked=()), NO_LIMITS, NOW)
     assert started(result) == {2: (6, 7)}
-    assert result.waiting[3] == "waiting for 1 GPU (0 free)"
+    assert said(result)[3] == "waiting for 1 GPU (0 free)"
 
     runs = [running(8, (0, 1, 2), ends_in=100), running(9, (3, 4, 5))]
     queue = [queued(1, 4, priority=9), queued(2, 1), queued(3, 1), queued(4, 1)]
     result = plan(queue, runs, capacity(), NO_LIMITS, NOW)
     # Spare at NOW + 100: 2 free + 3 freed - 4 needed = 1.
     assert started(result) == {2: (6,)}
-    assert result.waiting == {
+    assert said(result) == {
         1: f"waiting for 4 GPUs (2 free), expected by {clock(NOW + 100)}",
         3: "reserved GPUs for job 1",
         4: "reserved GPUs for job 1",
@@ -236,7 +242,7 @@ def test_a_reservation_behind_a_job_without_a_time_limit_cannot_be_foreseen() ->
     # Job 3 ends at a known time: it cannot delay a start that depends on a job that never
     # ends. Job 2 never ends either, and nothing is spare for it.
     assert started(result) == {3: (6,)}
-    assert result.waiting == {1: "waiting for 8 GPUs (2 free)", 2: "reserved GPUs for job 1"}
+    assert said(result) == {1: "waiting for 8 GPUs (2 free)", 2: "reserved GPUs for job 1"}
 
 
 def test_only_the_first_blocked_job_gets_a_reservation() -> None:
@@ -248,7 +254,7 @@ def test_only_the_first_blocked_job_gets_a_reservation() -> None:
     ]
     result = plan(queue, runs, capacity(), NO_LIMITS, NOW)
     assert started(result) == {3: (6, 7)}
-    assert result.waiting == {
+    assert said(result) == {
         1: f"waiting for 3 GPUs (2 free), expected by {clock(NOW + 100)}",
         2: "waiting for 8 GPUs (2 free)",
     }
@@ -259,7 +265,7 @@ def test_higher_priority_starts_count_in_the_reservation() -> None:
     queue = [queued(1, 6, priority=9, limit=50), queued(2, 8, priority=8), queued(3, 2)]
     result = plan(queue, [], capacity(), NO_LIMITS, NOW)
     assert started(result) == {1: tuple(range(6))}
-    assert result.waiting == {
+    assert said(result) == {
         2: f"waiting for 8 GPUs (2 free), expected by {clock(NOW + 50)}",
         3: "reserved GPUs for job 2",
     }
@@ -269,13 +275,13 @@ def test_a_job_bigger_than_the_host_never_starts_and_blocks_nobody() -> None:
     queue = [queued(1, 9, priority=9), queued(2, 8)]
     result = plan(queue, [], capacity(), NO_LIMITS, NOW)
     assert started(result) == {2: tuple(range(8))}
-    assert result.waiting == {1: "needs 9 GPUs; this host has 8"}
+    assert said(result) == {1: "needs 9 GPUs; this host has 8"}
 
 
 def test_a_host_without_gpus_runs_cpu_jobs_only() -> None:
     result = plan([queued(1, 1), queued(2, 0)], [], capacity(0), NO_LIMITS, NOW)
     assert started(result) == {2: ()}
-    assert result.waiting == {1: "needs 1 GPU; this host has 0"}
+    assert said(result) == {1: "needs 1 GPU; this host has 0"}
 
 
 def test_a_blocked_gpu_of_a_running_job_is_not_counted_as_coming_back() -> None:
@@ -285,10 +291,10 @@ def test_a_blocked_gpu_of_a_running_job_is_not_counted_as_coming_back() -> None:
     queue = [queued(1, 8, priority=9), queued(2, 1, limit=10**6), queued(3, 1)]
     result = plan(queue, runs, capacity(blocked=(0,)), NO_LIMITS, NOW)
     assert started(result) == {2: (2,)}
-    assert result.waiting[1] == (
+    assert said(result)[1] == (
         "waiting for 8 GPUs (6 free, 1 busy with processes trainq did not start)"
     )
-    assert result.waiting[3] == "reserved GPUs for job 1"
+    assert said(result)[3] == "reserved GPUs for job 1"
 
 
 # --- properties ---------------------------------------------------------------------------
@@ -440,7 +446,7 @@ def test_backfilled_jobs_never_delay_the_head(situation: Situation) -> None:
         (
             job
             for job in ordered
-            if job.gpus > 0 and result.waiting.get(job.id, "").startswith("waiting for")
+            if job.gpus > 0 and said(result).get(job.id, "").startswith("waiting for")
         ),
         None,
     )
@@ -498,10 +504,10 @@ def test_a_job_that_fits_on_an_idle_machine_starts(situation: Situation) -> None
 def test_a_running_job_past_its_expected_end_makes_the_head_expected_now() -> None:
     runs = [running(9, tuple(range(8)), ends_in=-30)]  # over its limit, still stopping
     result = plan([queued(1, 2)], runs, capacity(), NO_LIMITS, NOW)
-    assert result.waiting == {1: f"waiting for 2 GPUs (0 free), expected by {clock(NOW)}"}
+    assert said(result) == {1: f"waiting for 2 GPUs (0 free), expected by {clock(NOW)}"}
 
 
 def test_a_negative_gpu_count_is_refused_without_crashing() -> None:
     result = plan([queued(1, -1), queued(2, 1)], [], capacity(), NO_LIMITS, NOW)
     assert started(result) == {2: (0,)}
-    assert result.waiting == {1: "needs -1 GPUs; this host has 8"}
+    assert said(result) == {1: "needs -1 GPUs; this host has 8"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -11,18 +12,20 @@ from hypothesis import strategies as st
 from trainqd.gpus.fake import server_distances
 from trainqd.topology import EXACT_SEARCH_MAX_FREE, choose_gpus
 
+Distance = Callable[[int, int], int]
 
-def server(count: int):  # type: ignore[no-untyped-def]
+
+def server(count: int) -> Distance:
     matrix = server_distances(count)
     return lambda a, b: matrix[a][b]
 
 
-def cost(gpus: tuple[int, ...], distance) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def cost(gpus: tuple[int, ...], distance: Distance) -> tuple[int, int]:
     pairs = [distance(a, b) for a, b in itertools.combinations(gpus, 2)]
     return (max(pairs, default=0), sum(pairs))
 
 
-def brute_force(free: list[int], count: int, distance) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+def brute_force(free: list[int], count: int, distance: Distance) -> tuple[int, ...]:
     return min(
         itertools.combinations(sorted(free), count),
         key=lambda subset: (*cost(subset, distance), subset),

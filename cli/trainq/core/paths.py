@@ -1,4 +1,4 @@
-"""Where the socket and the state live when nobody says (DESIGN §6, §7).
+"""Where the socket and the state live when nobody says (docs/architecture.md).
 
 root (the system service):  /run/trainq/trainq.sock, /var/lib/trainq
 anyone else:                $XDG_RUNTIME_DIR/trainq/trainq.sock (or /tmp/trainq-<uid>/...),

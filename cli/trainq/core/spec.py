@@ -1,4 +1,4 @@
-"""The job spec: the spec file's keys, the body of `POST /v1/jobs` (DESIGN §6).
+"""The job spec: the spec file's keys, the body of `POST /v1/jobs` (docs/architecture.md).
 
 Validation here is everything that can be decided from the spec alone. What depends on the
 host (GPU count, whether a path exists and the submitter may read it, whether the engine is
@@ -29,7 +29,7 @@ ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # mistaken for an engine flag.
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
 
-# Variables trainq derives from the job itself; a job may not set them (DESIGN §2).
+# Variables trainq derives from the job itself; a job may not set them (docs/architecture.md).
 RESERVED_ENV = frozenset(
     {
         "CUDA_VISIBLE_DEVICES",

@@ -1,4 +1,4 @@
-"""Job states, their groups, and the one transition table (DESIGN §3).
+"""Job states, their groups, and the one transition table (docs/architecture.md).
 
 This module imports nothing from trainq or trainqd: the daemon's store, the scheduler and
 the CLI's renderers all read the lifecycle from here, so it can never disagree with itself.

@@ -1,4 +1,4 @@
-"""Wire types of the HTTP/JSON API (DESIGN §6): what the daemon sends and the CLI reads.
+"""Wire types of the HTTP/JSON API (docs/architecture.md): what the daemon sends and the CLI reads.
 
 The daemon builds these with validation off (`model_construct` is not used: records are
 small and correctness beats microseconds); the OpenAPI document is generated from them.
@@ -12,22 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
+from trainq.core.outcomes import Outcome
+from trainq.core.reasons import WaitReason
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-
-# How an attempt ended (data, not states; DESIGN §3).
-Outcome = Literal[
-    "exited",  # the trainer exited by itself; exit_code says how
-    "signaled",  # the trainer died of a signal trainq did not send
-    "stopped",  # trainq stopped it on request
-    "timed_out",  # trainq stopped it at its time limit
-    "interrupted",  # the host shut down under it (SIGTERM to its monitor); it runs again
-    "start_failed",  # the trainer could not be started (no such program, bad working dir)
-    "engine_error",  # the container engine failed before or around the trainer
-    "feeder_failed",  # a Pipe mode channel could not be fed (unreadable data)
-    "oom_killed",  # the kernel's out-of-memory killer ended it
-    "lost",  # its monitor vanished without a record (reboot); retried from checkpoint
-]
 
 
 class _Wire(BaseModel):
@@ -51,6 +39,13 @@ class AttemptRecord(_Wire):
     reason: str | None = None
     retried: bool = False
     container: str | None = None  # the engine's name for it (container jobs)
+    # What trainqd sampled of its GPUs (unknown for attempts it did not sample).
+    gpu_util_peak: float | None = None  # percent, the mean over its GPUs at the busiest sample
+    gpu_util_mean: float | None = None
+    gpu_memory_peak_mib: int | None = None  # used on its GPUs together
+    gpu_idle_seconds: float | None = None  # time its GPUs spent under the idle threshold
+    # A subprocess attempt: whether its ml root was at /opt/ml (False: SAGEMAKER_BASE_DIR only).
+    opt_ml: bool | None = None
 
 
 class JobRecord(_Wire):
@@ -66,8 +61,14 @@ class JobRecord(_Wire):
     attempts: list[AttemptRecord] = Field(default_factory=list)
     failure_reason: str | None = None
     stop_reason: str | None = None
-    pending_reason: str | None = None
+    pending_reason: str | None = None  # `waiting` in words (trainq.core.reasons.render)
+    waiting: WaitReason | None = None  # why a PENDING job waits, as data
     next_attempt_at: datetime | None = None
+    # The running attempt's GPUs at the last sample, and since when they have been idle
+    # (set once the idle rule has flagged the job).
+    gpu_util: float | None = None
+    gpu_memory_used_mib: int | None = None
+    gpu_idle_since: datetime | None = None
     created_at: datetime
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -76,6 +77,9 @@ class JobRecord(_Wire):
 
 class JobList(_Wire):
     jobs: list[JobRecord]
+    # How many jobs match the filters, and the `after` of the next page (None on the last).
+    total: int | None = None
+    next: str | None = None
 
 
 class StopRequest(_Wire):
@@ -92,6 +96,9 @@ class GpuRecord(_Wire):
     job_id: int | None = None
     foreign_pids: list[int] = Field(default_factory=list)
     available: bool
+    # The last sample (daemon/trainqd/sampling.py), None before the first or where unknown.
+    utilization_percent: float | None = None
+    power_watts: float | None = None
 
 
 class GpuList(_Wire):
@@ -118,6 +125,23 @@ class EventRecord(_Wire):
     from_state: JobState | None = None
     to_state: JobState
     reason: str | None = None
+
+
+class UsageRow(_Wire):
+    user: str
+    jobs: int  # submitted in the period
+    completed: int  # ended in the period, by final state
+    failed: int
+    stopped: int
+    gpu_hours: float  # GPUs held by its attempts, times the hours of the period they ran
+    idle_gpu_hours: float  # of those, hours the GPUs sat under the idle threshold
+
+
+class UsageReport(_Wire):
+    since: datetime
+    until: datetime
+    by: Literal["user"]
+    rows: list[UsageRow]
 
 
 class ErrorDetail(_Wire):

@@ -1,4 +1,4 @@
-"""trainqd's HTTP/JSON API on a unix socket (DESIGN §6).
+"""trainqd's HTTP/JSON API on a unix socket (docs/architecture.md).
 
 `http` holds the request, response and route types and the router (no I/O); `server` speaks
 HTTP/1.1 with h11 over anyio streams and learns each caller from SO_PEERCRED; `listener` binds

@@ -21,7 +21,10 @@ import h11
 from anyio.abc import SocketStream
 
 from trainq.core.errors import Busy, InvalidRequest, PayloadTooLarge, TrainqError
-from trainqd.api.http import (
+from trainqd.api.limits import ServerLimits
+from trainqd.api.quotas import Occupancy
+from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
+from trainqd.api.routing import (
     Caller,
     Request,
     Response,
@@ -30,9 +33,6 @@ from trainqd.api.http import (
     WrongMethod,
     split_target,
 )
-from trainqd.api.limits import ServerLimits
-from trainqd.api.quotas import Occupancy
-from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
 
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _RECV_SIZE = 65536

@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaValue
 
 from trainq.core.wire import ErrorBody
-from trainqd.api.http import JSON_CONTENT_TYPE, QueryParam, Route
+from trainqd.api.routing import JSON_CONTENT_TYPE, QueryParam, Route
 
 OPENAPI_VERSION = "3.1.0"
 _REF_TEMPLATE = "#/components/schemas/{model}"

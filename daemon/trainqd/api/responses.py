@@ -13,18 +13,22 @@ import pydantic_core
 from pydantic import BaseModel
 
 from trainq.core import __version__
-from trainqd.api.http import JSON_CONTENT_TYPE
+from trainqd.api.routing import JSON_CONTENT_TYPE, Encoded
 
 _SERVER = f"trainqd/{__version__}".encode()
 
 
 def json_response(
-    status: int, body: BaseModel | dict[str, Any] | list[Any] | None, extra: list[tuple[str, str]]
+    status: int,
+    body: BaseModel | dict[str, Any] | list[Any] | Encoded | None,
+    extra: list[tuple[str, str]],
 ) -> tuple[h11.Response, bytes]:
     # Built (and so validated) before anything is sent: a handler's bad header or unserializable
     # body becomes a 500 instead of a half-written response.
     if body is None:
         payload = b""
+    elif isinstance(body, Encoded):
+        payload = body.payload
     elif isinstance(body, BaseModel):
         payload = body.model_dump_json().encode()
     else:

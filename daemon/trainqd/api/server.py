@@ -30,9 +30,9 @@ from trainqd.api.connection import (
     peer_caller,
     report_error,
 )
-from trainqd.api.http import Caller, Router
 from trainqd.api.limits import ServerLimits
 from trainqd.api.quotas import Occupancy
+from trainqd.api.routing import Caller, Router
 
 DEFAULT_LIMITS = ServerLimits()
 

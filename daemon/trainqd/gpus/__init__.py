@@ -1,4 +1,4 @@
-"""GPU inventories: pick one from the `--gpus` setting (DESIGN §4).
+"""GPU inventories: pick one from the `--gpus` setting (docs/architecture.md).
 
     auto                  NVML when it initialises and sees a GPU, else none (never fails)
     nvml                  NVML, or a one-line GpuBackendError saying why not
@@ -19,6 +19,7 @@ from trainqd.gpus.base import (
     GpuBackend,
     GpuBackendError,
     GpuDevice,
+    GpuSample,
     GpuUsage,
     NoGpuBackend,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "GpuBackend",
     "GpuBackendError",
     "GpuDevice",
+    "GpuSample",
     "GpuUsage",
     "NoGpuBackend",
     "open_backend",

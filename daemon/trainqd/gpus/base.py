@@ -20,8 +20,8 @@ dependencies are not installed.
 
 from __future__ import annotations
 
-from collections.abc import Set
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from trainq.core.errors import TrainqError
@@ -71,14 +71,26 @@ class GpuUsage:
     pids: frozenset[int]
     error: str | None = None
 
-    def foreign_pids(self, own_pids: Set[int]) -> frozenset[int]:
-        """The processes on this GPU that trainq did not start."""
-        return self.pids - own_pids
+    def taken_by_others(self, *, held_by_trainq: bool) -> bool:
+        """The one rule for "a GPU someone else uses": no job of trainq's holds it, and a
+        process runs on it or its state cannot be read. The planner never hands such a GPU
+        out; `trainq gpus` shows it as not available."""
+        return not held_by_trainq and (bool(self.pids) or self.error is not None)
 
-    def blocked_by_others(self, own_pids: Set[int]) -> bool:
-        """Whether this GPU must not be handed out: a foreign process holds it, or its state
-        is unknown."""
-        return self.error is not None or bool(self.pids - own_pids)
+
+@dataclass(frozen=True)
+class GpuSample:
+    """How busy one GPU is at one moment, for watching jobs (never for planning).
+
+    Every reading is optional: a board may not report power, a driver call may fail, and a
+    sample with holes is still worth keeping. `process_memory_mib` is the memory of each
+    compute process on the GPU by pid, so the daemon can add up its own job's share."""
+
+    index: int
+    utilization_percent: float | None = None
+    memory_used_mib: int | None = None
+    power_watts: float | None = None
+    process_memory_mib: Mapping[int, int] = field(default_factory=dict)
 
 
 class GpuBackend(Protocol):
@@ -95,6 +107,11 @@ class GpuBackend(Protocol):
     def usage(self) -> list[GpuUsage]:
         """The live state of every GPU in `devices()`, in the same order. Never raises for
         one unreadable GPU: that GPU is reported with `error` set."""
+        ...
+
+    def sample(self) -> list[GpuSample]:
+        """Utilization, memory and power of every GPU in `devices()`, in the same order.
+        Never raises: what cannot be read is left None."""
         ...
 
     def distance(self, a: int, b: int) -> int:
@@ -120,6 +137,9 @@ class NoGpuBackend:
         return []
 
     def usage(self) -> list[GpuUsage]:
+        return []
+
+    def sample(self) -> list[GpuSample]:
         return []
 
     def distance(self, a: int, b: int) -> int:

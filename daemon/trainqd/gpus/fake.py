@@ -9,14 +9,18 @@ else is using:
     {
       "count": 4,                                   # or give "gpus", or both
       "gpus": [{"name": "...", "memory_total_mib": 24576, "uuid": "GPU-...",
-                "pci_bus_id": "00000000:18:00.0"}, ...],      # every key optional
+                "pci_bus_id": "00000000:18:00.0",
+                "utilization": 87, "memory_used_mib": 20480, "power_watts": 310.5},
+               ...],                                # every key optional
       "distance": [[0, 20, 50, 50], ...],           # count x count, symmetric, 0 on the diagonal
       "processes": {"1": [4242]}                    # GPU index -> pids of foreign processes
     }
 
-The inventory is read once; the processes are read again by `usage()` whenever the file
-changes, and a declared pid counts only while that process is alive, so a GPU frees itself
-when its foreign process exits. Standard library only (see base.py).
+The inventory is read once; the processes and the live readings (`utilization` in percent,
+`memory_used_mib`, `power_watts`, which `sample()` reports) are read again whenever the file
+changes, so a demo or a test can make a GPU busy or idle by rewriting it. A declared pid
+counts only while that process is alive, so a GPU frees itself when its foreign process
+exits. Standard library only (see base.py).
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ from trainqd.gpus.base import (
     BackendKind,
     GpuBackendError,
     GpuDevice,
+    GpuSample,
     GpuUsage,
 )
+from trainqd.gpus.fake_nodes import make_nodes, remove_nodes
 
 MAX_FAKE_GPUS = 64
 # What NVML reports for an 80 GB H100, so sizes shown by `trainq gpus` look familiar.
@@ -53,7 +59,9 @@ _UUID_NAMESPACE = uuid.UUID("6f1c3a52-57d4-4c1e-9a0b-2f7d8e4c1b90")
 _NUMA_NODE_FIRST_BUS = (0x18, 0x98)
 _RACY_WINDOW_NS = 2_000_000_000
 _FILE_KEYS = frozenset({"count", "gpus", "distance", "processes"})
-_GPU_KEYS = frozenset({"name", "memory_total_mib", "uuid", "pci_bus_id"})
+_INVENTORY_KEYS = frozenset({"name", "memory_total_mib", "uuid", "pci_bus_id"})
+_LIVE_KEYS = frozenset({"utilization", "memory_used_mib", "power_watts"})
+_GPU_KEYS = _INVENTORY_KEYS | _LIVE_KEYS
 
 
 def fake_uuid(index: int) -> str:
@@ -106,6 +114,7 @@ class FakeGpuFile:
     devices: list[GpuDevice]
     distances: tuple[tuple[int, ...], ...]
     processes: Mapping[int, frozenset[int]]
+    live: Mapping[int, GpuSample]
 
 
 def _is_int(value: object) -> bool:
@@ -152,6 +161,37 @@ def _parse_gpus(raw: object, count: int) -> list[GpuDevice]:
         if len(set(values)) != len(values):
             raise ValueError(f'"gpus": two GPUs have the same {key}')
     return devices
+
+
+def _number(entry: dict[str, Any], key: str, where: str, top: float | None) -> float | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{where}.{key} must be a number")
+    if value < 0 or (top is not None and value > top):
+        limit = f"from 0 to {top:g}" if top is not None else "0 or more"
+        raise ValueError(f"{where}.{key} must be {limit}")
+    return float(value)
+
+
+def _parse_live(raw: object) -> dict[int, GpuSample]:
+    """The live readings of a `"gpus"` list already checked by `_parse_gpus`."""
+    if not isinstance(raw, list):
+        return {}
+    live = {}
+    for index, entry in enumerate(raw):
+        if not _LIVE_KEYS & set(entry):
+            continue  # `sample()` reports it as an idle board
+        where = f'"gpus"[{index}]'
+        memory = _number(entry, "memory_used_mib", where, None)
+        live[index] = GpuSample(
+            index=index,
+            utilization_percent=_number(entry, "utilization", where, 100),
+            memory_used_mib=None if memory is None else int(memory),
+            power_watts=_number(entry, "power_watts", where, None),
+        )
+    return live
 
 
 def _parse_distances(raw: object, count: int) -> tuple[tuple[int, ...], ...]:
@@ -213,6 +253,7 @@ def parse_fake_file(document: Any) -> FakeGpuFile:
         devices=_parse_gpus(gpus, count),
         distances=_parse_distances(document.get("distance"), count),
         processes=_parse_processes(document.get("processes"), count),
+        live=_parse_live(gpus),
     )
 
 
@@ -254,6 +295,8 @@ class FakeGpuBackend:
     """Simulated GPUs; see the module docstring."""
 
     kind: BackendKind = "fake"
+    # Device nodes this backend made (fake_nodes.py), removed again by close().
+    _made_nodes: tuple[Path, ...] = ()
 
     def __init__(
         self,
@@ -261,6 +304,7 @@ class FakeGpuBackend:
         distances: Sequence[Sequence[int]],
         processes_file: Path | None = None,
         processes: Mapping[int, frozenset[int]] | None = None,
+        live: Mapping[int, GpuSample] | None = None,
     ) -> None:
         self._devices = sorted(devices, key=lambda device: device.index)
         self._distances = {
@@ -270,6 +314,7 @@ class FakeGpuBackend:
         }
         self._processes_file = processes_file
         self._declared: Mapping[int, frozenset[int]] = dict(processes or {})
+        self._live: Mapping[int, GpuSample] = dict(live or {})
         self._file_error: str | None = None
         # None until the first usage() reads the file again: it may have changed since the
         # inventory was read, and one extra read is cheaper than reasoning about that race.
@@ -290,7 +335,7 @@ class FakeGpuBackend:
             parsed = _read_fake_file(path)
         except ValueError as exc:
             raise GpuBackendError(str(exc)) from None
-        return cls(parsed.devices, parsed.distances, path, parsed.processes)
+        return cls(parsed.devices, parsed.distances, path, parsed.processes, parsed.live)
 
     def devices(self) -> list[GpuDevice]:
         return list(self._devices)
@@ -298,15 +343,30 @@ class FakeGpuBackend:
     def usage(self) -> list[GpuUsage]:
         with self._lock:
             self._refresh_processes()
-            declared, error = self._declared, self._file_error
+            declared, error, readings = self._declared, self._file_error, self._live
         usages = []
         for device in self._devices:
             if error is not None:
                 usages.append(GpuUsage(device.index, None, frozenset(), error=error))
                 continue
             live = frozenset(pid for pid in declared.get(device.index, ()) if _is_alive(pid))
-            usages.append(GpuUsage(device.index, 0, live))
+            reading = readings.get(device.index)
+            memory = reading.memory_used_mib if reading is not None else None
+            usages.append(GpuUsage(device.index, memory or 0, live))
         return usages
+
+    def sample(self) -> list[GpuSample]:
+        with self._lock:
+            self._refresh_processes()
+            readings, error = self._live, self._file_error
+        if error is not None:  # nothing is known while the file is unreadable
+            return [GpuSample(device.index) for device in self._devices]
+        # GPUs the file gives no readings for idle at zero, as a fresh board would.
+        return [
+            readings.get(device.index)
+            or GpuSample(device.index, utilization_percent=0.0, memory_used_mib=0)
+            for device in self._devices
+        ]
 
     def distance(self, a: int, b: int) -> int:
         try:
@@ -314,8 +374,14 @@ class FakeGpuBackend:
         except KeyError:
             raise ValueError(f"no simulated GPU pair ({a}, {b})") from None
 
+    def make_device_nodes(self, directory: Path) -> None:
+        """Give the simulated GPUs device nodes in `directory` (root only); NodeError."""
+        nodes = make_nodes(directory, (device.index for device in self._devices))
+        self._made_nodes = (*nodes, *self._made_nodes)
+
     def close(self) -> None:
-        return None
+        remove_nodes(self._made_nodes)
+        self._made_nodes = ()
 
     @staticmethod
     def _stat_key(path: Path) -> tuple[int, int, int] | None:
@@ -347,6 +413,7 @@ class FakeGpuBackend:
             self._file_key = None
             return
         self._declared, self._file_error, self._file_key = parsed.processes, None, key
+        self._live = parsed.live
         if key is not None and read_at_ns - key[0] < _RACY_WINDOW_NS:
             # File times advance in clock ticks (milliseconds, or seconds on some file
             # systems): a rewrite in the tick of the last write keeps the same mtime. Until

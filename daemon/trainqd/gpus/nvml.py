@@ -29,6 +29,7 @@ from trainqd.gpus.base import (
     BackendKind,
     GpuBackendError,
     GpuDevice,
+    GpuSample,
     GpuUsage,
 )
 
@@ -130,6 +131,31 @@ class NvmlBackend:
 
     def usage(self) -> list[GpuUsage]:
         return [self._usage_of(device.index) for device in self._devices]
+
+    def sample(self) -> list[GpuSample]:
+        return [self._sample_of(device.index) for device in self._devices]
+
+    def _sample_of(self, index: int) -> GpuSample:
+        """One GPU's readings; each call that fails (not supported on this board, a GPU in
+        trouble) leaves its reading None rather than losing the others."""
+        nvml, handle = self._nvml, self._handles[index]
+        utilization: float | None = None
+        memory_used: int | None = None
+        power: float | None = None
+        processes: dict[int, int] = {}
+        with contextlib.suppress(nvml.NVMLError):
+            utilization = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        with contextlib.suppress(nvml.NVMLError):
+            memory_used = int(nvml.nvmlDeviceGetMemoryInfo(handle).used) // _MIB
+        with contextlib.suppress(nvml.NVMLError):
+            power = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # milliwatts
+        with contextlib.suppress(nvml.NVMLError):
+            for process in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                used = getattr(process, "usedGpuMemory", None)
+                # NVML reports no per-process memory under some drivers and in containers.
+                if isinstance(used, int) and used >= 0:
+                    processes[int(process.pid)] = used // _MIB
+        return GpuSample(index, utilization, memory_used, power, processes)
 
     def distance(self, a: int, b: int) -> int:
         if a == b and a in self._handles:

@@ -96,7 +96,7 @@ def parse_state(text: str) -> ContainerState | None:
     )
 
 
-def settle(
+def resolve_exit(
     engine: str, status: int, state: ContainerState | None, tail: str | None
 ) -> Ending | None:
     """The ending that inspect's answer decides, for an exit status in INSPECTED_STATUSES;

@@ -8,8 +8,8 @@ job's, so the GPUs of other jobs cannot be opened from the job, and nvidia-smi o
 list only its own. Children inherit the cgroup; nothing else of the host is denied.
 
 Device minors come from the NVIDIA driver (/proc/driver/nvidia/gpus/*/information, by UUID);
-without a driver (simulated GPUs) a GPU's minor is its index, as the simulated device
-nodes are numbered.
+without a driver (simulated GPUs) a GPU's minor is its index, the minor of the node a root
+trainqd makes for it (trainqd/gpus/fake_nodes.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lay out a job's ml root for one attempt, with the job owner's rights (DESIGN §2).
+"""Lay out a job's ml root for one attempt, with the job owner's rights (docs/architecture.md).
 
     input/config/{hyperparameters,inputdataconfig,resourceconfig}.json
     input/data/<channel>          File mode: a view of the source; Pipe mode: FIFOs (feeder)

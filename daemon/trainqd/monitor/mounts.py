@@ -27,8 +27,9 @@ import signal
 import socket
 import stat
 
-from trainqd.monitor import libc
-from trainqd.monitor.privileges import drop_to
+# The module, not its names: privileges imports this one in turn (it binds a subprocess
+# job's channels with open_as_owner and bind).
+from trainqd.monitor import libc, privileges
 from trainqd.monitor.records import Credentials, FileChannel, Launch
 
 STAGING = "mounts"
@@ -68,10 +69,10 @@ def stage(launch: Launch) -> None:
     try:
         target = ml_root_source(launch.attempt_dir)
         os.mkdir(target, 0o700)
-        _bind(fd, target, read_only=False)
+        bind(fd, target, read_only=False)
     finally:
         os.close(fd)
-    opened = _open_as(launch.owner, launch.file_channels)
+    opened = open_as_owner(launch.owner, launch.file_channels)
     try:
         for channel, (source_fd, problem) in zip(launch.file_channels, opened, strict=True):
             if source_fd is None:
@@ -95,10 +96,10 @@ def _stage_channel(attempt_dir: str, channel: FileChannel, fd: int) -> None:
         os.mkdir(target, 0o700)
     else:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    _bind(fd, target, read_only=True)
+    bind(fd, target, read_only=True)
 
 
-def _bind(fd: int, target: str, *, read_only: bool) -> None:
+def bind(fd: int, target: str, *, read_only: bool) -> None:
     """Bind what `fd` refers to onto `target`, nosuid and nodev (and read-only), through
     /proc/self/fd: the object the descriptor holds, not whatever its path names now.
 
@@ -114,9 +115,10 @@ def _bind(fd: int, target: str, *, read_only: bool) -> None:
     libc.mount(None, target, flags)
 
 
-def _open_as(owner: Credentials, channels: list[FileChannel]) -> list[tuple[int | None, str]]:
+def open_as_owner(owner: Credentials, channels: list[FileChannel]) -> list[tuple[int | None, str]]:
     """Each channel's source opened by a child running as `owner`: (descriptor, "") or
-    (None, what stopped the owner from opening it)."""
+    (None, what stopped the owner from opening it, in words fit for the owner). The
+    descriptors are O_PATH ones, in the caller's mount namespace at the time of the call."""
     if not channels:
         return []
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -128,7 +130,7 @@ def _open_as(owner: Credentials, channels: list[FileChannel]) -> list[tuple[int 
             signal.set_wakeup_fd(-1)
             for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
-            drop_to(owner.uid, owner.gid, owner.groups)
+            privileges.drop_to(owner.uid, owner.gid, owner.groups)
             for channel in channels:
                 _send_opened(theirs, channel.source)
             code = 0

@@ -1,6 +1,6 @@
 """How an attempt ended, in the exit record's terms: outcome, exit code or signal, reason.
 
-The reason of an unsuccessful end is, in this order (DESIGN §2, as SageMaker does): the
+The reason of an unsuccessful end is, in this order (as SageMaker does; docs/architecture.md): the
 first 1024 characters of `<ml root>/output/failure`, the tail of the trainer's stderr,
 or a description of the exit status. A stop is described rather than explained by the
 trainer: the trainer did nothing wrong.
@@ -55,7 +55,7 @@ class Stop:
 class Ending:
     """What the exit record will say, less the times."""
 
-    __slots__ = ("exit_code", "outcome", "reason", "signal", "stop_reason")
+    __slots__ = ("exit_code", "outcome", "reason", "signal")
 
     def __init__(
         self,
@@ -63,13 +63,11 @@ class Ending:
         exit_code: int | None = None,
         signal: int | None = None,
         reason: str | None = None,
-        stop_reason: str | None = None,
     ) -> None:
         self.outcome = outcome
         self.exit_code = exit_code
         self.signal = signal
         self.reason = reason
-        self.stop_reason = stop_reason
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
@@ -135,12 +133,10 @@ def conclude(status: int, stop: Stop | None, ml_root: str, stderr_fd: int) -> En
         if stop.cause == "feeder":  # the reason is the feeder's, filled in by the caller
             return Ending("feeder_failed", exit_code, signum)
         if stop.cause == "time_limit":
-            return Ending(
-                "timed_out", exit_code, signum, f"time limit reached: {how}", "time_limit"
-            )
+            return Ending("timed_out", exit_code, signum, f"time limit reached: {how}")
         if stop.cause == "shutdown":
-            return Ending("interrupted", exit_code, signum, f"{INTERRUPTED}: {how}", "shutdown")
-        return Ending("stopped", exit_code, signum, f"stopped on request: {how}", "user")
+            return Ending("interrupted", exit_code, signum, f"{INTERRUPTED}: {how}")
+        return Ending("stopped", exit_code, signum, f"stopped on request: {how}")
     if exit_code == 0:
         return Ending("exited", 0)
     if signum is None:
@@ -155,16 +151,10 @@ def conclude(status: int, stop: Stop | None, ml_root: str, stderr_fd: int) -> En
 def not_started(cause: str) -> Ending:
     """An attempt stopped (or interrupted, or out of time) before its trainer started."""
     if cause == "time_limit":
-        return Ending(
-            "timed_out",
-            reason="time limit reached before the trainer started",
-            stop_reason="time_limit",
-        )
+        return Ending("timed_out", reason="time limit reached before the trainer started")
     if cause == "shutdown":
-        return Ending(
-            "interrupted", reason="interrupted before the trainer started", stop_reason="shutdown"
-        )
-    return Ending("stopped", reason="stopped before the trainer started", stop_reason="user")
+        return Ending("interrupted", reason="interrupted before the trainer started")
+    return Ending("stopped", reason="stopped before the trainer started")
 
 
 def read_stop_request(stop_file: str, default_grace: float) -> tuple[float, StopCause]:

@@ -8,7 +8,10 @@ controls is ever touched with root's rights.
 The one privileged thing is the trainer's view of the host: a private mount namespace in
 which
 - each File mode channel source is bound onto itself read-only, so a trainer cannot damage
-  its data even where its owner could, while the same paths stay writable for everyone else;
+  its data even where its owner could, while the same paths stay writable for everyone else.
+  Root never resolves a path the owner controls: a child running as the owner opens each
+  source (mounts.open_as_owner), and the bind is made from and onto that descriptor, so a
+  link the owner swaps meanwhile can only ever name what the owner could open;
 - the job's ml root is bound at /opt/ml, where SageMaker code looks for it (checkpoints
   above all, which have no SM_* variable);
 - /etc/hosts is the host's plus the job's SageMaker host name (resourceconfig.json's
@@ -18,17 +21,16 @@ Nothing else of the host changes for the trainer, and nothing of this shows on t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
+from collections.abc import Iterator
 
-from trainqd.monitor import libc
+from trainqd.monitor import libc, mounts
+from trainqd.monitor.records import Credentials, FileChannel
 
-# statvfs flags that a remount must repeat, or it would clear them (same values as MS_*).
-_KEPT_FLAGS = (
-    os.ST_NOSUID | os.ST_NODEV | os.ST_NOEXEC | os.ST_NOATIME | os.ST_NODIRATIME | os.ST_RELATIME
-)
 SAGEMAKER_ROOT = "/opt/ml"
 HOSTS = "/etc/hosts"
 LOOPBACK = "127.0.0.1"
@@ -42,7 +44,7 @@ NO_OPT_ML = (
 )
 
 
-def without_namespace(why: ViewUnavailable, readonly: list[str]) -> str:
+def without_namespace(why: ViewUnavailable, readonly: list[FileChannel]) -> str:
     """The one warning of a monitor that could not make a mount namespace."""
     data = "no read-only view of the data (it stays writable); " if readonly else ""
     return f"{why}: {data}{NO_OPT_ML}"
@@ -83,10 +85,16 @@ def drop_to(uid: int, gid: int, groups: list[int]) -> None:
 
 
 def make_job_view(
-    readonly: list[str], ml_root: str, current_host: str, *, unprivileged: bool = False
+    owner: Credentials,
+    readonly: list[FileChannel],
+    ml_root: str,
+    current_host: str,
+    *,
+    unprivileged: bool = False,
 ) -> list[str]:
-    """Move this process into a mount namespace of its own where each of `readonly` is
-    read-only, `ml_root` is at /opt/ml and `current_host` resolves to the loopback address.
+    """Move this process into a mount namespace of its own where the source of each of
+    `readonly`, as `owner` opens it, is read-only, `ml_root` is at /opt/ml and
+    `current_host` resolves to the loopback address.
     Children inherit the namespace; the host's mounts are unchanged.
 
     `unprivileged`: a monitor that is not root makes the mount namespace inside a user
@@ -94,17 +102,13 @@ def make_job_view(
     owners as far as the job can tell, and its trainer gains no capability). /opt/ml must
     then exist already: only root can make it on the host.
 
-    Raises ViewUnavailable when no namespace can be made. What cannot be done (a path gone
-    since trainqd checked it, no /opt/ml to mount on) does not stop the rest; the returned
-    list holds one line for each.
+    Raises ViewUnavailable when no namespace can be made. What cannot be done (a source
+    the owner cannot open now, no /opt/ml to mount on) does not stop the rest; the returned
+    list holds one line for each, in words fit for the owner (who reads monitor.log): what
+    the owner's own open said, never what root could see.
     """
     _enter_private_namespace(unprivileged)
-    problems = []
-    for path in readonly:
-        try:
-            _bind_readonly(path)
-        except OSError as exc:
-            problems.append(f"cannot make {path} read-only: {exc.strerror}")
+    problems = _bind_readonly(owner, readonly) if readonly else []
     try:
         _bind_hosts(current_host)
     except OSError as exc:
@@ -148,30 +152,36 @@ def _write_proc(path: str, text: str) -> None:
         os.close(fd)
 
 
-def _bind_hosts(current_host: str) -> None:
-    """Bind a copy of the host's /etc/hosts plus `current_host` over /etc/hosts.
+@contextlib.contextmanager
+def _scratch() -> Iterator[str]:
+    """A small tmpfs of root's, mounted for a moment on /opt/ml (a directory that is there
+    anyway): binds made from what is in it outlive it once it is detached, and nothing is
+    written to any disk or to a directory the job's owner controls."""
+    _ensure_mountpoint()
+    flags = libc.MS_NOSUID | libc.MS_NODEV | libc.MS_NOEXEC
+    libc.mount("tmpfs", SAGEMAKER_ROOT, flags, "tmpfs", "size=1m,mode=0700")
+    try:
+        yield SAGEMAKER_ROOT
+    finally:
+        libc.umount(SAGEMAKER_ROOT, libc.MNT_DETACH)
 
-    The copy lives on a small tmpfs mounted for a moment on /opt/ml (a directory that is
-    there anyway): the bind keeps the file alive once that tmpfs is detached, and nothing
-    is written to any disk or to a directory the job's owner controls."""
+
+def _bind_hosts(current_host: str) -> None:
+    """Bind a copy of the host's /etc/hosts plus `current_host` over /etc/hosts."""
     with open(HOSTS, "rb") as f:
         text = f.read()
     if text and not text.endswith(b"\n"):
         text += b"\n"
     text += f"{LOOPBACK}\t{current_host}\n".encode()
-    _ensure_mountpoint()
-    flags = libc.MS_NOSUID | libc.MS_NODEV | libc.MS_NOEXEC
-    libc.mount("tmpfs", SAGEMAKER_ROOT, flags, "tmpfs", "size=1m,mode=0755")
-    try:
-        copy = os.path.join(SAGEMAKER_ROOT, "hosts")
+    with _scratch() as scratch:
+        copy = os.path.join(scratch, "hosts")
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, text)
         finally:
             os.close(fd)
+        os.chmod(copy, 0o644)
         libc.mount(copy, HOSTS, libc.MS_BIND)
-    finally:
-        libc.umount(SAGEMAKER_ROOT, libc.MNT_DETACH)
 
 
 def _bind_ml_root(ml_root: str) -> None:
@@ -192,13 +202,44 @@ def _ensure_mountpoint() -> None:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), SAGEMAKER_ROOT)
 
 
-def _bind_readonly(path: str) -> None:
-    libc.mount(path, path, libc.MS_BIND | libc.MS_REC)
+def _bind_readonly(owner: Credentials, channels: list[FileChannel]) -> list[str]:
+    """Make each channel's source read-only in this namespace; one line for each that
+    cannot be.
+
+    The sources are opened by a child running as the owner, here, inside the namespace (a
+    bind needs its source and target in the caller's namespace). Each is first bound,
+    read-only, nosuid and nodev, into root's scratch tmpfs from its descriptor (as a
+    container's channel is staged), then that bind is bound onto the descriptor itself:
+    both binds go through /proc/self/fd, never through a path the owner could change."""
     try:
-        libc.set_readonly_recursive(path)
+        opened = mounts.open_as_owner(owner, channels)
+    except mounts.StagingFailed as exc:
+        return [f"no read-only view of the data (it stays writable): {exc}"]
+    problems = []
+    try:
+        with _scratch() as scratch:
+            for i, (channel, (fd, problem)) in enumerate(zip(channels, opened, strict=True)):
+                if fd is None:
+                    problems.append(f"cannot make {channel.source} read-only: it {problem}")
+                    continue
+                try:
+                    _bind_onto_itself(fd, os.path.join(scratch, str(i)))
+                except OSError as exc:
+                    problems.append(f"cannot make {channel.source} read-only: {exc.strerror}")
     except OSError as exc:
-        if exc.errno not in (errno.ENOSYS, errno.EINVAL):  # a kernel before 5.12
-            raise
-        # A plain remount covers the top mount only, and resets the flags it is not given.
-        kept = os.statvfs(path).f_flag & _KEPT_FLAGS
-        libc.mount(None, path, libc.MS_BIND | libc.MS_REMOUNT | libc.MS_RDONLY | kept)
+        problems.append(f"no read-only view of the data (it stays writable): {exc.strerror}")
+    finally:
+        for fd, _ in opened:
+            if fd is not None:
+                os.close(fd)
+    return problems
+
+
+def _bind_onto_itself(fd: int, staged: str) -> None:
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.mkdir(staged, 0o700)
+    else:
+        os.close(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    mounts.bind(fd, staged, read_only=True)
+    # A bind keeps the flags of the mount it is made from: read-only, nosuid, nodev.
+    libc.mount(staged, f"/proc/self/fd/{fd}", libc.MS_BIND)

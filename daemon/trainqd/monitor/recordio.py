@@ -18,7 +18,6 @@ import struct
 from collections.abc import Iterator
 
 MAGIC = 0xCED7230A
-HEADER_SIZE = 8
 # The largest length the 29-bit field holds. A module constant, read at call time, so tests
 # can exercise the multi-part split with a small limit instead of half a gigabyte.
 MAX_PART_LENGTH = (1 << 29) - 1

@@ -1,15 +1,19 @@
 """What trainqd and a job's monitor tell each other (standard library only).
 
     trainqd --Launch (JSON on the monitor's stdin)--> monitor
-    trainqd --StopRequest (<job>/attempts/<n>.stop, then SIGTERM)--> monitor
-    monitor --MonitorInfo (<attempt dir>/monitor.json)--> trainqd   (re-attach, leftovers)
+    trainqd --StopOrder (<job>/attempts/<n>.stop, then SIGTERM)--> monitor
+    monitor --MonitorInfo (<job>/attempts/<n>.monitor, written as root)--> trainqd (re-attach)
     monitor --ExitRecord (<attempt dir>/exit.json, atomic)--> trainqd (how the attempt ended)
 
 The launch travels on stdin (a memfd), never as a file in a directory the job's owner can
 write: a container job's monitor starts as root and must not read what the owner could swap.
-Records the monitor writes sit in a directory its owner controls, so the daemon reads them
-as hostile input: `read_json` reads regular files only, never blocks and caps the size;
-the parsers accept only values of the right type within bounds (docs/security.md).
+The monitor's pid is told to a later trainqd only through a file beside the stop file, in
+trainqd's own directory, which the monitor writes before it drops to the job's owner: a pid
+read from where the owner can write would let them name any process for trainqd to watch and
+signal. The records the monitor writes in the attempt directory sit where its owner can write,
+so the daemon reads them as hostile input: `read_json` reads regular files only, never
+blocks and caps the size; the parsers accept only values of the right type within bounds
+(docs/security.md).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from trainq.core.outcomes import OUTCOMES
+
 if TYPE_CHECKING:  # typing costs the monitor's start-up a few ms: annotations only
     from typing import Any, Literal
 
@@ -31,21 +37,8 @@ LAUNCH_VERSION = 1
 MAX_RECORD_BYTES = 64 << 10  # an exit record's reason is at most ~24 KiB of JSON
 REASON_CHARS = 1024  # SageMaker returns the first 1024 characters of the failure file
 
-OUTCOMES = (
-    "exited",
-    "signaled",
-    "stopped",
-    "timed_out",
-    "interrupted",
-    "start_failed",
-    "engine_error",
-    "feeder_failed",
-    "oom_killed",
-    "lost",
-)
-
 EXIT_RECORD = "exit.json"
-MONITOR_INFO = "monitor.json"
+MONITOR_INFO_SUFFIX = ".monitor"
 STDOUT = "stdout"
 STDERR = "stderr"
 MONITOR_LOG = "monitor.log"
@@ -105,18 +98,16 @@ class Launch:
     cwd: str
     owner: Credentials  # the trainer (subprocess) and the feeder always run as this user
     ml_root: str
-    attempt_dir: str  # stdout, stderr, monitor.json, exit.json, monitor.log
-    stop_file: str  # where trainqd writes a StopRequest before it sends SIGTERM
+    attempt_dir: str  # stdout, stderr, exit.json, monitor.log
+    stop_file: str  # where trainqd writes a StopOrder before it sends SIGTERM
     stop_grace_seconds: float
     deadline: float | None = None  # time.time() at which the time limit stops the trainer
     pipe_channels: list[PipeChannel] = field(default_factory=list)
-    # Host paths bound read-only onto themselves in the trainer's private mount namespace
-    # (File mode channel sources of a subprocess job, when the monitor starts as root).
-    readonly_paths: list[str] = field(default_factory=list)
     container: ContainerLaunch | None = None
     # The ml root is laid out by the monitor with the owner's rights (trainqd never writes
     # into a directory its user controls): these files (path relative to ml_root -> text)
-    # and these File mode channels.
+    # and these File mode channels. A root monitor also makes a subprocess job's channel
+    # sources read-only in the trainer's mount namespace (privileges.make_job_view).
     ml_files: dict[str, str] = field(default_factory=dict)
     file_channels: list[FileChannel] = field(default_factory=list)
     version: int = LAUNCH_VERSION
@@ -138,7 +129,7 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class StopRequest:
+class StopOrder:
     grace_seconds: float
     reason: Literal["user", "time_limit"]
     requested_by: int | None = None  # uid
@@ -149,21 +140,26 @@ class MonitorInfo:
     monitor_pid: int
     monitor_start: int  # /proc/<pid>/stat starttime, in clock ticks since boot
     boot_id: str
-    trainer_pid: int | None = None
-    trainer_pgid: int | None = None
 
 
 @dataclass(frozen=True)
 class ExitRecord:
     job_id: int
     attempt: int
-    outcome: str  # one of OUTCOMES
+    outcome: str  # one of trainq.core.outcomes.OUTCOMES
     started_at: float | None
     ended_at: float
     exit_code: int | None = None
     signal: int | None = None
     reason: str | None = None  # failure file's first 1024 chars, stderr's tail, or what failed
-    stop_reason: str | None = None
+    # A subprocess job: whether its trainer found its ml root at /opt/ml (False: only
+    # through SAGEMAKER_BASE_DIR, see privileges.py). None where it does not apply.
+    opt_ml: bool | None = None
+
+
+def monitor_info_path(attempts_dir: str, attempt: int) -> str:
+    """<job>/attempts/<n>.monitor: where the monitor says who it is, beside the stop file."""
+    return os.path.join(attempts_dir, f"{attempt}{MONITOR_INFO_SUFFIX}")
 
 
 def atomic_write_json(path: str, obj: Any, mode: int = 0o644) -> None:
@@ -274,6 +270,13 @@ def _time(raw: dict[str, Any], key: str, required: bool = False) -> Any:
     return float(value)
 
 
+def _flag(raw: dict[str, Any], key: str) -> bool | None:
+    value = raw.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{key} is not true or false")
+    return value
+
+
 def _text(raw: dict[str, Any], key: str, limit: int) -> Any:
     value = raw.get(key)
     if value is None:
@@ -302,7 +305,7 @@ def parse_exit_record(
         exit_code=_int(raw, "exit_code", *_EXIT_CODE_RANGE),
         signal=_int(raw, "signal", *_SIGNAL_RANGE),
         reason=_text(raw, "reason", REASON_CHARS * 4),
-        stop_reason=_text(raw, "stop_reason", _SHORT_TEXT),
+        opt_ml=_flag(raw, "opt_ml"),
     )
     if job_id is not None and (record.job_id, record.attempt) != (job_id, attempt):
         raise ValueError(f"it is about job {record.job_id} attempt {record.attempt}")
@@ -319,8 +322,6 @@ def parse_monitor_info(raw: Any) -> MonitorInfo:
         monitor_pid=_int(raw, "monitor_pid", 1, _PID_MAX, required=True),
         monitor_start=_int(raw, "monitor_start", 0, _ID_MAX, required=True),
         boot_id=boot_id,
-        trainer_pid=_int(raw, "trainer_pid", 1, _PID_MAX),
-        trainer_pgid=_int(raw, "trainer_pgid", 1, _PID_MAX),
     )
 
 
@@ -397,5 +398,5 @@ def write_exit_record(path: str, record: ExitRecord, pause: Any = time.sleep) ->
         delay = min(delay * 2, _RETRY_MAX)
 
 
-def write_record(path: str, record: ExitRecord | MonitorInfo | StopRequest) -> None:
+def write_record(path: str, record: ExitRecord | MonitorInfo | StopOrder) -> None:
     atomic_write_json(path, asdict(record))

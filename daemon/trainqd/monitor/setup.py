@@ -28,6 +28,7 @@ from trainqd.monitor import children, devices, libc, mounts
 from trainqd.monitor.log import log
 from trainqd.monitor.mlroot import prepare_ml_root
 from trainqd.monitor.privileges import (
+    SAGEMAKER_ROOT,
     ViewUnavailable,
     drop_to,
     is_root,
@@ -54,6 +55,8 @@ class Prepared:
         self.children_drop = children_drop
         self.stdout_fd = -1
         self.stderr_fd = -1
+        # A subprocess job: whether its trainer finds the ml root at /opt/ml (exit record).
+        self.opt_ml: bool | None = None
 
     def start_feeder(self) -> children.Feeder:
         owner = self.launch.owner if self.children_drop else None
@@ -113,23 +116,36 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
         prepare_ml_root(launch)
     except Exception as exc:
         raise StartFailed(f"cannot prepare the ml root: {exc}") from None
-    return Prepared(launch, children_drop=False)
+    prepared = Prepared(launch, children_drop=False)
+    prepared.opt_ml = _ml_root_at_opt_ml(launch.ml_root)
+    return prepared
+
+
+def _ml_root_at_opt_ml(ml_root: str) -> bool:
+    """Whether /opt/ml is the ml root, as the trainer will see it (asked as the owner, in the
+    trainer's mount namespace): however the view was made, or failed to be, this is what
+    the job finds."""
+    try:
+        return os.path.samestat(os.stat(SAGEMAKER_ROOT), os.stat(ml_root))
+    except OSError:
+        return False
 
 
 def _make_job_view(launch: Launch) -> None:
     host = sagemaker_host(launch.ml_files)
+    readonly = launch.file_channels if is_root() else []  # read-only views need root
     try:
         if is_root():
-            problems = make_job_view(launch.readonly_paths, launch.ml_root, host)
+            problems = make_job_view(launch.owner, readonly, launch.ml_root, host)
         else:
             # A personal trainqd's job: /opt/ml and the host name in a user namespace where
             # the kernel allows one. Its data is the owner's own and stays writable.
-            problems = make_job_view([], launch.ml_root, host, unprivileged=True)
-            if launch.readonly_paths:
+            problems = make_job_view(launch.owner, [], launch.ml_root, host, unprivileged=True)
+            if launch.file_channels:
                 problems.append("no read-only view of the data without root (it stays writable)")
     except ViewUnavailable as exc:
         # The trainer finds its ml root through SAGEMAKER_BASE_DIR and SM_* only.
-        problems = [without_namespace(exc, launch.readonly_paths)]
+        problems = [without_namespace(exc, readonly)]
     for problem in problems:
         log(f"warning: {problem}")
 

@@ -2,9 +2,9 @@
 
 The monitor is started as `python -S -I -c BOOT`: no site, no user site, no PYTHON*
 variables, no current directory on the path, so nothing the environment holds can change
-what it runs. BOOT puts the directory that holds the `trainqd` package first on the path
-(the source tree for an editable install, site-packages for a normal one) and calls the
-monitor's entry.
+what it runs. BOOT puts the directories that hold the `trainqd` and `trainq` packages first
+on the path (the source tree for an editable install, site-packages for a normal one) and
+calls the monitor's entry.
 
 The launch goes in on stdin as a memfd: never a file in a directory the owner could write.
 The monitor starts in a session of its own, so it outlives trainqd, and with SIGTERM,
@@ -28,6 +28,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+import trainq.core.outcomes
 from trainqd.monitor.records import MONITOR_LOG, Launch
 
 # The fork server's protocol (forkserver.py imports the monitor itself, which trainqd need
@@ -36,6 +37,12 @@ LAUNCH_MESSAGE = b"L"
 PID = struct.Struct("=i")
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The monitor also reads the one standard-library module of trainq's shared vocabulary it
+# needs (trainq.core.outcomes); with an editable install that package sits elsewhere.
+_CORE_PARENT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(trainq.core.outcomes.__file__)))
+)
+_BOOT_PATH = list(dict.fromkeys([_PACKAGE_PARENT, _CORE_PARENT]))
 _HELD_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 # The monitor's own environment: it passes each child an environment of its own (the
 # launch's), so none of trainqd's needs to reach it.
@@ -49,7 +56,7 @@ SERVER_ANSWER_TIMEOUT = 5.0
 
 def monitor_argv(fork_server: bool = False) -> list[str]:
     boot = (
-        f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+        f"import sys; sys.path[:0] = {_BOOT_PATH!r}; "
         "from trainqd.monitor.__main__ import main, exit_now; exit_now(main())"
     )
     return [sys.executable, "-S", "-I", "-c", boot, *([FORK_SERVER_FLAG] if fork_server else [])]
@@ -120,10 +127,6 @@ class MonitorStarter:
 
     def __init__(self) -> None:
         self._server: tuple[subprocess.Popen[bytes], socket.socket] | None = None
-
-    @property
-    def server_pid(self) -> int | None:
-        return None if self._server is None else self._server[0].pid
 
     def start_server(self) -> None:
         """Start the fork server if it is not running (at trainqd's start: its imports are

@@ -10,6 +10,10 @@
                         own stop, then `ENGINE kill`, then the client)
     end: kill what is left of the tree, write exit.json, remove the container
 
+The attempt goes through explicit phases, each entered through `_enter`, which refuses any
+step `_ENTERED_FROM` does not allow: PREPARING, then RUNNING, then STOPPING if a stop began,
+then ENDING (from any of those three: the trainer is gone or never started), then ENDED.
+
 Nothing here may end the monitor while a trainer runs: `run` turns any internal error into
 a killed tree and a record that says what failed.
 """
@@ -17,6 +21,7 @@ a killed tree and a record that says what failed.
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import select
 import signal
@@ -38,10 +43,10 @@ from trainqd.monitor.privileges import is_root
 from trainqd.monitor.process import describe_status, spawn_beside
 from trainqd.monitor.records import (
     EXIT_RECORD,
-    MONITOR_INFO,
     ExitRecord,
     Launch,
     MonitorInfo,
+    monitor_info_path,
     reserve_record_space,
     write_exit_record,
     write_record,
@@ -63,11 +68,34 @@ KILL_WAIT = 30.0
 WALL_CLOCK_RECHECK = 60.0
 
 
-class Supervisor:
+class Phase(enum.Enum):
+    PREPARING = "preparing"  # set-up: cgroup, ml root, feeder; no trainer yet
+    RUNNING = "running"  # the trainer runs, watched
+    STOPPING = "stopping"  # a stop began (user, time limit, feeder): its grace runs
+    ENDING = "ending"  # the trainer is gone or never started: clean up, write the record
+    ENDED = "ended"  # the exit record is written (or could not be)
+
+
+# The phases each phase may be entered from; any other step is a bug, and `run` ends the
+# attempt as lost rather than carry on in a state nobody planned for.
+_ENTERED_FROM: dict[Phase, frozenset[Phase]] = {
+    Phase.RUNNING: frozenset({Phase.PREPARING}),
+    Phase.STOPPING: frozenset({Phase.RUNNING}),
+    Phase.ENDING: frozenset({Phase.PREPARING, Phase.RUNNING, Phase.STOPPING}),
+    Phase.ENDED: frozenset({Phase.ENDING}),
+}
+
+
+class PhaseError(RuntimeError):
+    pass
+
+
+class TrainerSupervisor:
     """The monitor of one attempt; `run` is all there is to call."""
 
     def __init__(self, launch: Launch) -> None:
         self.launch = launch
+        self.phase = Phase.PREPARING
         self.me = os.getpid()
         self.engine = launch.container if launch.runtime == "container" else None
         self.prepared: Prepared | None = None
@@ -88,6 +116,11 @@ class Supervisor:
         self.wake_fd = -1
         self.selector: select.epoll | None = None
 
+    def _enter(self, phase: Phase) -> None:
+        if self.phase not in _ENTERED_FROM[phase]:
+            raise PhaseError(f"the monitor cannot go from {self.phase.value} to {phase.value}")
+        self.phase = phase
+
     # -- the whole attempt -------------------------------------------------------------
 
     def run(self) -> int:
@@ -98,6 +131,8 @@ class Supervisor:
         except BaseException as exc:  # never leave a trainer unsupervised
             log("monitor error")
             log_exception(exc)
+            if self.phase is not Phase.ENDING:
+                self.phase = Phase.ENDING  # from anywhere: the error ends the attempt
             self._kill_everything()
             # "lost", as when a monitor vanishes: the attempt did not fail on its own.
             ending = Ending("lost", reason=f"monitor error: {type(exc).__name__}: {exc}")
@@ -114,6 +149,7 @@ class Supervisor:
         except Exception as exc:
             log(f"cannot write the exit record: {exc}")
             status = 1
+        self._enter(Phase.ENDED)
         # trainqd learns of the end when this process exits: the container's removal must
         # not hold that back, so a child of its own does it (the name is this attempt's
         # alone, so nothing waits on it).
@@ -130,6 +166,9 @@ class Supervisor:
     def _attempt(self) -> Ending:
         self._catch_signals()
         self._enter_cgroup()
+        # Before prepare(): a subprocess job's monitor drops to its owner there, and after
+        # that it could no longer write in trainqd's directory.
+        self._write_monitor_info()
         try:
             self.prepared = prepare(self.launch)
             self._reserve_record_space()
@@ -137,21 +176,24 @@ class Supervisor:
                 self.feeder = self.prepared.start_feeder()
             early = self._stopped_before_start()
             if early is not None:
+                self._enter(Phase.ENDING)
                 self._end_tree()
                 return early
             self.trainer_pid = self.prepared.start_trainer()
         except StartFailed as exc:
             log(exc.reason)
+            self._enter(Phase.ENDING)
             self._end_tree()
             return Ending("start_failed", reason=exc.reason)
+        self._enter(Phase.RUNNING)
         self.started_at = time.time()
         pidfd = os.pidfd_open(self.trainer_pid)
         log(f"trainer started: pid {self.trainer_pid}")
-        self._write_monitor_info()
         self._watch(pidfd)
         os.close(pidfd)
         assert self.status is not None
         log(f"trainer {describe_status(self.status)}")
+        self._enter(Phase.ENDING)
         self._end_tree()
         return self._conclude(self.status)
 
@@ -215,7 +257,7 @@ class Supervisor:
     def _next_timeout(self) -> float | None:
         now = time.monotonic()
         times = [t - now for t in (self.kill_at, self.engine_kill_at, self.client_kill_at) if t]
-        if self.launch.deadline is not None and self.stop is None:
+        if self.launch.deadline is not None and self.phase is Phase.RUNNING:
             times.append(min(self.launch.deadline - time.time(), WALL_CLOCK_RECHECK))
         return max(0.0, min(times)) if times else None
 
@@ -232,10 +274,11 @@ class Supervisor:
         """Stop the trainer within `grace` seconds; a later, shorter request shortens the
         grace left, a longer one never lengthens it. The first cause is the one recorded."""
         now = time.monotonic()
-        if self.stop is None:
+        if self.phase is Phase.RUNNING:
             log(f"stopping ({cause}), grace {grace:g} s")
             self.stop, self.stop_began = Stop(cause, grace), now
-        elif self.kill_at is not None and now + grace < self.kill_at:
+            self._enter(Phase.STOPPING)
+        elif self.stop is not None and self.kill_at is not None and now + grace < self.kill_at:
             log(f"grace shortened to {grace:g} s")
             self.stop = Stop(self.stop.cause, now + grace - self.stop_began)
         else:
@@ -252,7 +295,7 @@ class Supervisor:
     def _check_timers(self) -> None:
         now = time.monotonic()
         deadline = self.launch.deadline
-        if deadline is not None and self.stop is None and time.time() >= deadline:
+        if deadline is not None and self.phase is Phase.RUNNING and time.time() >= deadline:
             self._begin_stop("time_limit", self.launch.stop_grace_seconds)
         if self.engine is None:
             if self.kill_at is not None and now >= self.kill_at:
@@ -393,7 +436,9 @@ class Supervisor:
         if self.engine is not None and self.stop is None and code in container.INSPECTED_STATUSES:
             assert code is not None
             state = container.inspect(self.engine, self.launch.env)
-            settled = container.settle(self.engine.engine, code, state, output_tail(stderr_fd))
+            settled = container.resolve_exit(
+                self.engine.engine, code, state, output_tail(stderr_fd)
+            )
             if settled is not None:
                 return settled
         return ending
@@ -403,13 +448,14 @@ class Supervisor:
             monitor_pid=self.me,
             monitor_start=procfs.start_ticks(self.me) or 0,
             boot_id=procfs.boot_id(),
-            trainer_pid=self.trainer_pid,
-            trainer_pgid=self.trainer_pid,
         )
+        # Beside the stop file, in trainqd's directory, which the job's owner cannot write:
+        # a later trainqd watches and signals the pid it finds there.
+        path = monitor_info_path(os.path.dirname(self.launch.stop_file), self.launch.attempt)
         try:
-            write_record(os.path.join(self.launch.attempt_dir, MONITOR_INFO), info)
+            write_record(path, info)
         except OSError as exc:  # only a later trainqd needs it: the job goes on
-            log(f"warning: cannot write {MONITOR_INFO}: {exc}")
+            log(f"warning: cannot write {path}: {exc}")
 
     def _record(self, ending: Ending) -> None:
         record = ExitRecord(
@@ -421,7 +467,7 @@ class Supervisor:
             exit_code=ending.exit_code,
             signal=ending.signal,
             reason=ending.reason,
-            stop_reason=ending.stop_reason,
+            opt_ml=self.prepared.opt_ml if self.prepared is not None else None,
         )
         write_exit_record(os.path.join(self.launch.attempt_dir, EXIT_RECORD), record)
         log(f"exit record: {ending.outcome}")
@@ -445,4 +491,4 @@ def _drain(fd: int) -> None:
 
 
 def run(launch: Launch) -> int:
-    return Supervisor(launch).run()
+    return TrainerSupervisor(launch).run()

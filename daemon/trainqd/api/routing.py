@@ -176,11 +176,18 @@ def decimal(text: str) -> int | None:
 
 
 @dataclass(slots=True)
+class Encoded:
+    """A JSON body already encoded, by a handler that did the work off the event loop."""
+
+    payload: bytes
+
+
+@dataclass(slots=True)
 class Response:
     """A JSON response: a pydantic model, a dict or a list; None sends no body."""
 
     status: int = 200
-    body: BaseModel | dict[str, Any] | list[Any] | None = None
+    body: BaseModel | dict[str, Any] | list[Any] | Encoded | None = None
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 

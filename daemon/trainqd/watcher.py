@@ -1,8 +1,14 @@
 """trainqd's side of the monitors: start them, notice their end, relay stops, re-attach.
 
+`Watcher` is what the scheduler needs of this; `MonitorWatcher` is the real one (a fake
+stands in for it in the in-process tests).
+
 A monitor is watched through a pidfd (readable once it exits), whether trainqd started it or
 found it alive after a restart; pid numbers alone could have been reused, so a monitor found
-again is trusted only if its start time and the boot id match what was recorded. How the
+again is trusted only if its start time and the boot id match what was recorded, and, where
+the attempt has a cgroup, only if it is inside it. Its pid comes from trainqd's database or
+from the record the monitor wrote as root beside the stop file, never from the attempt
+directory, which the job's owner controls (docs/security.md). How the
 attempt ended comes from the monitor's exit record; no record, or one that cannot be
 trusted, means the attempt was lost.
 """
@@ -18,22 +24,21 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 import structlog
 from anyio.abc import TaskGroup
 
 from trainq.core.errors import DiskFull
-from trainqd.monitor import procfs, spawn
+from trainqd.monitor import cgroup, procfs, spawn
 from trainqd.monitor.records import (
     EXIT_RECORD,
-    MONITOR_INFO,
     REASON_CHARS,
     ExitRecord,
     Launch,
     MonitorInfo,
-    StopRequest,
+    StopOrder,
     atomic_write_json,
     parse_exit_record,
     parse_monitor_info,
@@ -41,13 +46,13 @@ from trainqd.monitor.records import (
 )
 from trainqd.store import DISK_FULL_MESSAGE
 
-log = structlog.get_logger("trainqd.supervisor")
+log = structlog.get_logger("trainqd.watcher")
 
 OnEnd = Callable[[int, int, ExitRecord | None], Awaitable[None]]
 
 
 @dataclass
-class Monitor:
+class WatchedMonitor:
     job_id: int
     attempt: int
     pid: int
@@ -77,29 +82,78 @@ def read_exit_record(attempt_dir: Path, job_id: int, attempt: int) -> ExitRecord
         )
 
 
-def read_monitor_info(attempt_dir: Path) -> MonitorInfo | None:
+def read_monitor_info(path: Path) -> MonitorInfo | None:
+    """The monitor's own record of who it is (JobDirs.monitor_info_file); None if there is
+    none or it is not what a monitor writes."""
     try:
-        raw = read_json(str(attempt_dir / MONITOR_INFO))
+        raw = read_json(str(path))
         return None if raw is None else parse_monitor_info(raw)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
 
 
-class Supervisor:
+def outside_attempt_cgroup(pid: int, attempt_dir: Path, job_id: int, attempt: int) -> bool:
+    """Whether the attempt has a cgroup and `pid` is not in it: then it is not the attempt's
+    monitor, which moved itself there before it said who it is. No cgroup (no root, no v2
+    tree) proves nothing either way."""
+    ml_root = attempt_dir.parent.parent / "ml"  # jobdir.py's layout
+    try:
+        path = cgroup.attempt_path(str(ml_root), job_id, attempt)
+    except cgroup.Unavailable:
+        return False
+    if not os.path.isdir(path):
+        return False
+    return pid not in cgroup.members(path)
+
+
+StopCause = Literal["user", "time_limit"]
+
+
+class Watcher(Protocol):
+    """Starts monitors, watches each until it ends (then calls the scheduler's `on_end`),
+    and relays stops to them."""
+
+    boot_id: str
+
+    def close(self) -> None: ...
+
+    def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> WatchedMonitor: ...
+
+    def attach(
+        self,
+        job_id: int,
+        *,
+        attempt: int,
+        pid: int,
+        start_ticks: int | None,
+        boot_id: str | None,
+        attempt_dir: Path,
+        stop_file: Path,
+    ) -> WatchedMonitor | None: ...
+
+    def request_stop(
+        self, job_id: int, grace: float, reason: StopCause, requested_by: int | None
+    ) -> bool: ...
+
+
+WatcherFactory = Callable[[TaskGroup, OnEnd], Watcher]
+
+
+class MonitorWatcher:
     def __init__(self, task_group: TaskGroup, on_end: OnEnd) -> None:
         self._tg = task_group
         self._on_end = on_end
         self.boot_id = procfs.boot_id()
-        self.monitors: dict[int, Monitor] = {}
+        self.monitors: dict[int, WatchedMonitor] = {}
         self.starter = spawn.MonitorStarter()
         self.starter.start_server()
 
     def close(self) -> None:
         self.starter.close()
 
-    def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> Monitor:
+    def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> WatchedMonitor:
         started = self.starter.start(launch)
-        monitor = Monitor(
+        monitor = WatchedMonitor(
             job_id=launch.job_id,
             attempt=launch.attempt,
             pid=started.pid,
@@ -122,7 +176,7 @@ class Supervisor:
         boot_id: str | None,
         attempt_dir: Path,
         stop_file: Path,
-    ) -> Monitor | None:
+    ) -> WatchedMonitor | None:
         """Watch a monitor that outlived a previous trainqd, if it is still that monitor."""
         if boot_id != self.boot_id or start_ticks is None:
             return None
@@ -131,18 +185,22 @@ class Supervisor:
         except (ProcessLookupError, PermissionError):
             return None
         # Checked after the pidfd is open: from here on it cannot come to mean another process.
-        if not procfs.is_same_process(pid, start_ticks, boot_id):
+        if not procfs.is_same_process(pid, start_ticks, boot_id) or outside_attempt_cgroup(
+            pid, attempt_dir, job_id, attempt
+        ):
             os.close(pidfd)
             return None
-        monitor = Monitor(job_id, attempt, pid, start_ticks, attempt_dir, stop_file, None, pidfd)
+        monitor = WatchedMonitor(
+            job_id, attempt, pid, start_ticks, attempt_dir, stop_file, None, pidfd
+        )
         self._watch(monitor)
         return monitor
 
-    def _watch(self, monitor: Monitor) -> None:
+    def _watch(self, monitor: WatchedMonitor) -> None:
         self.monitors[monitor.job_id] = monitor
         self._tg.start_soon(self._wait, monitor, name=f"monitor of job {monitor.job_id}")
 
-    async def _wait(self, monitor: Monitor) -> None:
+    async def _wait(self, monitor: WatchedMonitor) -> None:
         assert monitor.pidfd is not None
         try:
             await anyio.wait_readable(monitor.pidfd)
@@ -161,14 +219,14 @@ class Supervisor:
         self,
         job_id: int,
         grace: float,
-        reason: Literal["user", "time_limit"],
+        reason: StopCause,
         requested_by: int | None,
     ) -> bool:
         """Ask the job's monitor to stop its trainer; False if no monitor is watched."""
         monitor = self.monitors.get(job_id)
         if monitor is None:
             return False
-        request = StopRequest(grace_seconds=grace, reason=reason, requested_by=requested_by)
+        request = StopOrder(grace_seconds=grace, reason=reason, requested_by=requested_by)
         try:
             atomic_write_json(str(monitor.stop_file), request.__dict__)
         except OSError as exc:

@@ -1,0 +1,154 @@
+"""trainqd with a long history: 100,000 ended and 1,000 pending jobs, against an empty store
+measured the same way in the same run.
+
+    .venv/bin/python bench/scale.py [--ended 100000] [--pending 1000] [--n 300]
+
+The history is written straight into the state database with bulk SQL while trainqd is
+stopped (one transaction, well under a second), then trainqd is started on it; the one fake
+GPU is held by a long job so that submitted jobs queue. Measured, each on the empty store
+first and on the full one after:
+
+- first page: GET /v1/jobs?all=true (100 jobs and the count), p50 over n calls;
+- stall: the longest GET /v1/health answer while 10 clients list pages of 1,000 and one
+  submits: what any request waits behind the busiest handler;
+- submit p50 on one connection, and submits/s with 1 and with 8 concurrent connections;
+- restart: from start to the first answered health request; RSS after the listings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import threading
+import time
+from multiprocessing.synchronize import Event
+from pathlib import Path
+
+from common import Client, Daemon, hold_the_gpu, load, machine, running_daemon
+
+QUEUED_JOB = json.dumps({"name": "queued", "gpus": 1, "command": ["/bin/true"]}).encode()
+SPEC = json.dumps({"name": "old", "gpus": 1, "command": ["python3", "train.py"]})
+
+
+def seed(database: Path, ended: int, pending: int) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(database)
+    now = time.time()
+    rows = [
+        ("old", "COMPLETED" if n < ended else "PENDING", 0, 1000 + n % 7, 1000, f"user{n % 7}")
+        for n in range(ended + pending)
+    ]
+    with db:
+        db.executemany(
+            "INSERT INTO jobs(name, state, priority, owner_uid, owner_gid, owner_user, spec,"
+            " created_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            [(*r, SPEC, now, now if r[1] != "PENDING" else None) for r in rows],
+        )
+    db.close()
+
+
+def timed(client: Client, method: str, path: str, body: bytes | None = None) -> float:
+    began = time.perf_counter()
+    status, data = client.request(method, path, body)
+    took = time.perf_counter() - began
+    if status >= 300:
+        raise RuntimeError(f"{method} {path}: {status} {data[:200]!r}")
+    return took
+
+
+def submits_per_second(daemon: Daemon, clients: int, each: int) -> float:
+    def run() -> None:
+        with daemon.client() as client:
+            for _ in range(each):
+                timed(client, "POST", "/v1/jobs", QUEUED_JOB)
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return clients * each / (time.perf_counter() - began)
+
+
+def _load(socket: Path, method: str, path: str, body: bytes | None, done: Event) -> None:
+    with Client(socket) as client:
+        while not done.is_set():
+            timed(client, method, path, body)
+
+
+def stall(daemon: Daemon, seconds: float) -> float:
+    # The load comes from other processes: threads here would make the probe wait for this
+    # process's own interpreter lock, not for trainqd.
+    done = multiprocessing.Event()
+    listing = ("GET", "/v1/jobs?all=true&limit=1000&after=1000", None)
+    loads = [listing] * 10 + [("POST", "/v1/jobs", QUEUED_JOB)]
+    threads = [
+        multiprocessing.Process(target=_load, args=(daemon.socket, *load, done)) for load in loads
+    ]
+    for t in threads:
+        t.start()
+    worst = 0.0
+    with daemon.client() as probe:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            worst = max(worst, timed(probe, "GET", "/v1/health"))
+            time.sleep(0.002)
+    done.set()
+    for t in threads:
+        t.join()
+    return worst
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(daemon: Daemon, n: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with daemon.client() as client:
+        pages = [timed(client, "GET", "/v1/jobs?all=true") for _ in range(n)]
+        out["first page ms"] = statistics.median(pages) * 1000
+        submits = [timed(client, "POST", "/v1/jobs", QUEUED_JOB) for _ in range(n)]
+        out["submit p50 ms"] = statistics.median(submits) * 1000
+    out["stall ms"] = stall(daemon, 5.0) * 1000
+    out["submits/s, 1 client"] = submits_per_second(daemon, 1, n)
+    out["submits/s, 8 clients"] = submits_per_second(daemon, 8, n // 8 + 1)
+    assert daemon.proc is not None
+    out["RSS MiB"] = rss_mib(daemon.proc.pid)
+    daemon.stop()
+    began = time.perf_counter()
+    daemon.start()
+    out["restart s"] = time.perf_counter() - began
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ended", type=int, default=100_000)
+    parser.add_argument("--pending", type=int, default=1_000)
+    parser.add_argument("--n", type=int, default=300)
+    args = parser.parse_args()
+    print(f"# {machine()}; load {load()}")
+    with running_daemon() as daemon:
+        with daemon.client() as client:
+            hold_the_gpu(client)
+        empty = measure(daemon, args.n)
+        daemon.stop()
+        seed(daemon.state_dir / "trainq.db", args.ended, args.pending)
+        daemon.start()
+        full = measure(daemon, args.n)
+    print(f"| measure | empty store | {args.ended:,} ended + {args.pending:,} pending |")
+    print("|---|---:|---:|")
+    for key, value in empty.items():
+        print(f"| {key} | {value:.2f} | {full[key]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

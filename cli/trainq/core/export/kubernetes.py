@@ -1,0 +1,257 @@
+"""A container job as a Kubernetes `batch/v1` Job, with its ml root from a ConfigMap.
+
+    List
+    ├── ConfigMap <name>-ml-config   input/config/*.json (trainq.core.mlconfig's text)
+    └── Job <name>
+        ├── activeDeadlineSeconds    max_runtime_seconds: the Job's whole life, every retry
+        │                            included, as trainq counts it; then SIGTERM, the grace,
+        │                            SIGKILL
+        ├── backoffLimit             max_retries
+        ├── podFailurePolicy         Ignore: the pod was disrupted (eviction, preemption,
+        │                            a drained node), which spends no retry, as trainq's
+        │                            "lost"; Count: the trainer exited with a transient
+        │                            status; FailJob: any other status
+        └── pod (restartPolicy Never, as a podFailurePolicy requires)
+            ├── terminationGracePeriodSeconds   the stop grace
+            ├── init container ml-root          lays out /opt/ml (an emptyDir) as trainq does
+            └── container trainer               IMAGE train; nvidia.com/gpu limits; each
+                                                channel's volume read-only at
+                                                /opt/ml/input/data/<channel>; the
+                                                checkpoints volume, when given, at
+                                                /opt/ml/checkpoints (a retry's new pod
+                                                resumes from it; without one the
+                                                checkpoints live and die with each pod)
+
+The trainer finds the config files and the layout; as on SageMaker itself, the SM_*
+variables are the image's training toolkit's to derive from them. Where a channel's data
+lives on the cluster only the user knows: a PersistentVolumeClaim's name or an absolute
+host path, per channel.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from trainq.core.export.common import Unsupported, ceil_seconds, job_name
+from trainq.core.mlconfig import config_files
+from trainq.core.spec import JobSpec
+
+TARGET = "kubernetes"
+BASE = "/opt/ml"
+CONFIG_MOUNT = "/etc/trainq/ml-config"
+# The ml root's directories (trainqd.monitor.mlroot.ML_DIRS, which tests compare with this).
+ML_DIRS = (
+    "input/config",
+    "input/data",
+    "model",
+    "output/data",
+    "output/intermediate",
+    "checkpoints",
+    "code",
+)
+DEFAULT_GRACE = 120.0
+DEFAULT_INIT_IMAGE = "busybox:1.36"
+MAX_NAME = 63
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(name: str) -> str:
+    """A name Kubernetes accepts (RFC 1123 label): lower case, '-' for anything else."""
+    label = _NOT_DNS.sub("-", name.lower()).strip("-")[:MAX_NAME].rstrip("-")
+    return label or "trainq-job"
+
+
+def _check(spec: JobSpec, volumes: dict[str, str]) -> None:
+    if spec.image is None:
+        raise Unsupported(
+            TARGET, "command", "a Kubernetes Job runs images; give the job an image to export it"
+        )
+    if spec.network == "none":
+        raise Unsupported(
+            TARGET, "network", "a pod always has a network; 'none' needs a NetworkPolicy"
+        )
+    for name, channel in spec.channels.items():
+        if channel.mode == "Pipe":
+            raise Unsupported(
+                TARGET,
+                f"channels.{name}",
+                "Pipe mode needs trainq's feeder beside the trainer; use File mode",
+            )
+        if name not in volumes:
+            raise Unsupported(
+                TARGET,
+                f"channels.{name}",
+                f"say where its data is on the cluster (--volume {name}=CLAIM or "
+                f"{name}=/host/path)",
+            )
+    for name, source in volumes.items():
+        if name not in spec.channels:
+            raise Unsupported(TARGET, f"--volume {name}", "the job has no channel of that name")
+        if not source or "\0" in source:
+            raise Unsupported(TARGET, f"--volume {name}", "give a claim name or a host path")
+
+
+def _volume(name: str, source: str, read_only: bool) -> dict[str, Any]:
+    """A claim's name, or an absolute host path (a directory)."""
+    if source.startswith("/"):
+        kind = "Directory" if read_only else "DirectoryOrCreate"
+        return {"name": name, "hostPath": {"path": source, "type": kind}}
+    claim: dict[str, Any] = {"claimName": dns_label(source)}
+    if read_only:
+        claim["readOnly"] = True
+    return {"name": name, "persistentVolumeClaim": claim}
+
+
+def config_map(spec: JobSpec, name: str) -> dict[str, Any]:
+    files = config_files(spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-ml-config", "labels": {"trainq/job": name}},
+        "data": {path.rsplit("/", 1)[1]: text for path, text in files.items()},
+    }
+
+
+def _layout_command() -> list[str]:
+    dirs = " ".join(shlex.quote(f"{BASE}/{rel}") for rel in ML_DIRS)
+    return [
+        "/bin/sh",
+        "-ec",
+        f"mkdir -p {dirs}; cp {CONFIG_MOUNT}/*.json {BASE}/input/config/; "
+        f"rm -f {BASE}/output/failure",
+    ]
+
+
+def _failure_policy(spec: JobSpec) -> dict[str, Any]:
+    transient = sorted(set(spec.retry_exit_codes))
+    rules: list[dict[str, Any]] = [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+    ]
+    if transient:
+        rules.append(
+            {
+                "action": "Count",
+                "onExitCodes": {
+                    "containerName": "trainer",
+                    "operator": "In",
+                    "values": transient,
+                },
+            }
+        )
+    rules.append(
+        {
+            "action": "FailJob",
+            "onExitCodes": {
+                "containerName": "trainer",
+                "operator": "NotIn",
+                "values": sorted({0, *transient}),
+            },
+        }
+    )
+    return {"rules": rules}
+
+
+def job(
+    spec: JobSpec,
+    name: str,
+    volumes: dict[str, str],
+    init_image: str,
+    checkpoints: str | None = None,
+) -> dict[str, Any]:
+    assert spec.image is not None
+    grace = DEFAULT_GRACE if spec.stop_grace_seconds is None else spec.stop_grace_seconds
+    ml_mount = {"name": "ml", "mountPath": BASE}
+    channel_volumes = []
+    trainer_mounts: list[dict[str, Any]] = [ml_mount]
+    for index, channel in enumerate(spec.channels, start=1):
+        volume = _volume(f"channel-{index}", volumes[channel], read_only=True)
+        channel_volumes.append(volume)
+        trainer_mounts.append(
+            {
+                "name": volume["name"],
+                "mountPath": f"{BASE}/input/data/{channel}",
+                "readOnly": True,
+            }
+        )
+    if checkpoints is not None:
+        channel_volumes.append(_volume("checkpoints", checkpoints, read_only=False))
+        trainer_mounts.append({"name": "checkpoints", "mountPath": f"{BASE}/checkpoints"})
+    env = [
+        {"name": "TRAINING_JOB_NAME", "value": job_name(spec)},
+        {"name": "SAGEMAKER_BASE_DIR", "value": BASE},
+        *({"name": key, "value": value} for key, value in spec.environment.items()),
+    ]
+    trainer: dict[str, Any] = {
+        "name": "trainer",
+        "image": spec.image,
+        "args": ["train"],
+        "env": env,
+        "volumeMounts": trainer_mounts,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            **({"runAsUser": 0} if spec.run_as_root else {}),
+        },
+    }
+    if spec.working_dir is not None:
+        trainer["workingDir"] = spec.working_dir
+    if spec.gpus:
+        trainer["resources"] = {"limits": {"nvidia.com/gpu": spec.gpus}}
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": ceil_seconds(grace),
+        "initContainers": [
+            {
+                "name": "ml-root",
+                "image": init_image,
+                "command": _layout_command(),
+                "volumeMounts": [
+                    ml_mount,
+                    {"name": "ml-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
+                ],
+            }
+        ],
+        "containers": [trainer],
+        "volumes": [
+            {"name": "ml", "emptyDir": {}},
+            {"name": "ml-config", "configMap": {"name": f"{name}-ml-config"}},
+            *channel_volumes,
+        ],
+    }
+    if spec.network == "host":
+        pod["hostNetwork"] = True
+    body: dict[str, Any] = {
+        "backoffLimit": spec.max_retries,
+        "podFailurePolicy": _failure_policy(spec),
+        "template": {"metadata": {"labels": {"trainq/job": name}}, "spec": pod},
+    }
+    if spec.max_runtime_seconds is not None:
+        body["activeDeadlineSeconds"] = spec.max_runtime_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"trainq/job": name}},
+        "spec": body,
+    }
+
+
+def manifest(
+    spec: JobSpec,
+    *,
+    volumes: dict[str, str],
+    namespace: str | None = None,
+    checkpoints: str | None = None,
+    init_image: str = DEFAULT_INIT_IMAGE,
+) -> dict[str, Any]:
+    """The List to `kubectl apply -f`: the ConfigMap, then the Job."""
+    _check(spec, volumes)
+    if checkpoints is not None and not checkpoints:
+        raise Unsupported(TARGET, "--checkpoints", "give a claim name or a host path")
+    name = dns_label(job_name(spec))
+    items = [config_map(spec, name), job(spec, name, volumes, init_image, checkpoints)]
+    if namespace is not None:
+        for item in items:
+            item["metadata"]["namespace"] = dns_label(namespace)
+    return {"apiVersion": "v1", "kind": "List", "items": items}

@@ -1,0 +1,119 @@
+"""A job spec as a Slurm batch script.
+
+The script asks Slurm for the job's resources and limits and hands the job itself to
+`python -m trainqd.run` (trainqd's own launch, monitor and retry policy, without the queue):
+
+    #SBATCH --gres=gpu:N              the job's GPUs (Slurm sets CUDA_VISIBLE_DEVICES)
+    #SBATCH --time=M                  max_runtime_seconds plus the grace, in whole minutes
+    #SBATCH --signal=B:TERM@G         SIGTERM to the step G (the grace) seconds before that
+    #SBATCH --requeue                 a node failure runs the job again, same job id
+    #SBATCH --open-mode=append        a requeued run's output follows the earlier runs'
+    job dir = <base>/trainq-$SLURM_JOB_ID: the ml root and each attempt's records, so a
+              requeued job resumes from checkpoints/ and counts its earlier attempts
+
+The step's process is the batch shell itself (`exec`), so `--signal=B:` and `scancel` reach
+it; it relays a stop to the running attempt as trainqd does. The spec travels inside the
+script as one line of JSON in a quoted here-document: the shell expands nothing in it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from trainq.core.export.common import Unsupported, ceil_seconds, job_name
+from trainq.core.spec import JobSpec
+
+TARGET = "slurm"
+# trainqd's default grace (its config's default_stop_grace_seconds) for a spec with none.
+DEFAULT_GRACE = 120.0
+# `--signal=...@TIME` takes at most this many seconds.
+MAX_SIGNAL_LEAD = 0xFFFF
+SPEC_END = "TRAINQ_SPEC_END"
+
+
+def time_limit_minutes(spec: JobSpec) -> int | None:
+    """Slurm keeps time limits in whole minutes: the trainer's time plus the grace, rounded
+    up, so the trainer runs at least max_runtime_seconds before its SIGTERM."""
+    if spec.max_runtime_seconds is None:
+        return None
+    total = spec.max_runtime_seconds + grace_seconds(spec)
+    return max(1, -(-total // 60))
+
+
+def grace_seconds(spec: JobSpec) -> int:
+    own = spec.stop_grace_seconds
+    return ceil_seconds(DEFAULT_GRACE if own is None else own)
+
+
+def _check(spec: JobSpec) -> None:
+    if spec.priority > 0:
+        raise Unsupported(
+            TARGET,
+            "priority",
+            "raising a job's priority on Slurm takes an administrator (a negative --nice); "
+            "use 0 or less",
+        )
+    if grace_seconds(spec) > MAX_SIGNAL_LEAD:
+        raise Unsupported(
+            TARGET,
+            "stop_grace_seconds",
+            f"Slurm's --signal warns at most {MAX_SIGNAL_LEAD} seconds before the time limit",
+        )
+
+
+def directives(spec: JobSpec, partition: str | None = None) -> list[str]:
+    """The #SBATCH lines."""
+    name = job_name(spec)
+    lines = [
+        f"--job-name={name}",
+        "--nodes=1",
+        "--ntasks=1",
+        f"--output=trainq-{name}-%j.out",
+        f"--error=trainq-{name}-%j.err",
+        "--open-mode=append",  # a requeued run adds to the output, as attempts do
+        "--requeue",
+    ]
+    if spec.gpus:
+        lines.append(f"--gres=gpu:{spec.gpus}")
+    minutes = time_limit_minutes(spec)
+    if minutes is not None:
+        lines.append(f"--time={minutes}")
+        lines.append(f"--signal=B:TERM@{grace_seconds(spec)}")
+    if spec.priority < 0:
+        lines.append(f"--nice={-spec.priority}")
+    if partition is not None:
+        lines.append(f"--partition={partition}")
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def batch_script(
+    spec: JobSpec,
+    *,
+    python: str,
+    job_dir_base: str | None = None,
+    engine: str = "podman",
+    partition: str | None = None,
+) -> str:
+    """The whole script. `python` runs trainqd.run on the node (an interpreter with trainq
+    installed); `job_dir_base` is where job directories go (default: the submit directory)."""
+    _check(spec)
+    base = '"$SLURM_SUBMIT_DIR"' if job_dir_base is None else shlex.quote(job_dir_base)
+    spec_json = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
+    run = shlex.join([python, "-m", "trainqd.run"])
+    engine_flag = f"--engine {spec.engine or engine}"
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            f"# trainq job {job_name(spec)!r}, exported for Slurm (sbatch this file).",
+            *directives(spec, partition),
+            "set -euo pipefail",
+            f'job_dir={base}/"trainq-$SLURM_JOB_ID"',
+            'mkdir -p -m 700 "$job_dir"',
+            f"cat > \"$job_dir/spec.json\" <<'{SPEC_END}'",
+            spec_json,
+            SPEC_END,
+            f'exec {run} "$job_dir/spec.json" --job-dir "$job_dir" {engine_flag}',
+            "",
+        ]
+    )

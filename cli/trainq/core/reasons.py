@@ -1,0 +1,73 @@
+"""Why a queued job waits: structured on the wire, put in words here, once.
+
+trainqd decides the reason (its planner); the API sends it as data (`JobRecord.waiting`)
+along with the words (`JobRecord.pending_reason`, made by `render`), so a client can
+render it as it likes or read the numbers. Standard library only: the CLI's fast path may
+import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+class Wait(StrEnum):
+    QUEUED = "queued"  # not planned yet
+    TOO_BIG = "too_big"  # needs more GPUs than the host has
+    BACKOFF = "backoff"  # a retry waits for its backoff to run out
+    USER_JOB_LIMIT = "user_job_limit"  # max_running_jobs_per_user
+    USER_GPU_LIMIT = "user_gpu_limit"  # max_gpus_per_user
+    CPU_SLOT = "cpu_slot"  # every CPU slot is in use
+    NO_CPU_SLOTS = "no_cpu_slots"  # cpu_slots = 0
+    GPUS = "gpus"  # not enough free GPUs
+    RESERVED = "reserved"  # the free GPUs are kept for an earlier job
+
+
+@dataclass(frozen=True)
+class WaitReason:
+    kind: Wait
+    gpus: int | None = None  # GPUs the job needs
+    free: int | None = None  # GPUs free now (GPUS)
+    foreign: int | None = None  # GPUs busy with processes trainq did not start (GPUS)
+    host_gpus: int | None = None  # GPUs trainq manages (TOO_BIG)
+    limit: int | None = None  # the per-user limit, or the number of CPU slots
+    until: float | None = None  # backoff's end, or when the GPUs are expected (epoch s)
+    job_id: int | None = None  # the job the GPUs are reserved for (RESERVED)
+
+
+def count_gpus(count: int) -> str:
+    return "1 GPU" if count == 1 else f"{count} GPUs"
+
+
+def clock(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).strftime("%H:%M:%S")
+
+
+def render(reason: WaitReason) -> str:
+    """The reason in one line, as `trainq ls` and `trainq show` print it."""
+    k, gpus = reason.kind, reason.gpus or 0
+    if k == Wait.TOO_BIG:
+        return f"needs {count_gpus(gpus)}; this host has {reason.host_gpus}"
+    if k == Wait.BACKOFF:
+        return f"retry backoff until {clock(reason.until or 0.0)}"
+    if k == Wait.USER_JOB_LIMIT:
+        return f"held: max_running_jobs_per_user ({reason.limit})"
+    if k == Wait.USER_GPU_LIMIT:
+        return f"held: max_gpus_per_user ({reason.limit})"
+    if k == Wait.CPU_SLOT:
+        return f"waiting for a CPU slot (all {reason.limit} in use)"
+    if k == Wait.NO_CPU_SLOTS:
+        return "no CPU slots: this daemon runs GPU jobs only (cpu_slots = 0)"
+    if k == Wait.GPUS:
+        why = f"waiting for {count_gpus(gpus)} ({reason.free} free"
+        if reason.foreign:
+            why += f", {reason.foreign} busy with processes trainq did not start"
+        why += ")"
+        if reason.until is not None:
+            why += f", expected by {clock(reason.until)}"
+        return why
+    if k == Wait.RESERVED:
+        return f"reserved GPUs for job {reason.job_id}"
+    return "queued"

@@ -1,0 +1,306 @@
+"""Run one job without trainqd: `python -m trainqd.run SPEC.json --job-dir DIR`.
+
+The step of an exported Slurm batch script (trainq.core.export.slurm) runs this on the
+compute node. It is trainqd's own machinery, minus the queue: each attempt's Launch comes
+from `launch.build_launch`, its monitor (`monitor.supervise`) runs in a forked child in the
+foreground, and whether an ended attempt runs again is `retry.RetryPolicy`'s answer. So the
+trainer finds the same ml root, SM_* variables, File channels and Pipe mode FIFOs as under
+trainqd, and a transient crash is retried under the same rules.
+
+The job directory keeps everything across a requeue of the batch job (the same job id):
+
+    DIR/ml/                       the ml root (checkpoints/ and model/ persist)
+    DIR/attempts/<n>/             the attempt's stdout, stderr, exit.json, monitor.log
+    DIR/attempts/<n>.stop         the stop order written before a stop reaches the monitor
+
+Attempts are numbered on from those on disk, and their exit records are the retry
+history: an attempt without one (the node went down under it) counts as "lost", as under
+trainqd. A SIGTERM (scancel, or Slurm's `--signal` before the time limit) stops the
+running attempt with the job's grace and ends the run without a retry.
+
+Exit status: the last attempt's exit status (128 + N for a death by signal N), 143 when it
+was stopped, 1 when it could not start, 2 for an unusable spec.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal, TextIO
+
+from trainq.core.spec import JobSpec, parse_spec
+from trainq.core.states import JobState
+from trainqd import identity
+from trainqd.contract import Assignment
+from trainqd.jobdir import AttemptPaths
+from trainqd.launch import Attempt, LaunchSettings, build_launch, look_up, stop_grace
+from trainqd.launch import write_env_file as write_engine_env_file
+from trainqd.monitor import supervise
+from trainqd.monitor.records import (
+    EXIT_RECORD,
+    STDERR,
+    STDOUT,
+    StopOrder,
+    parse_exit_record,
+    read_json,
+    write_record,
+)
+from trainqd.retry import Ended, RetryPolicy
+from trainqd.rows import JobOwner, JobRow
+
+# trainqd's default grace (config.py), for a spec that sets none.
+DEFAULT_GRACE = 120.0
+STOPPED_STATUS = 128 + signal.SIGTERM
+# A SIGTERM this close to the end of the job's time allowance is the time limit's.
+TIME_LIMIT_SLACK = 5.0
+FOLLOW_INTERVAL = 0.2
+_HELD = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+class Run:
+    """One job's attempts in one job directory, until one ends for good."""
+
+    def __init__(self, spec: JobSpec, job_dir: Path, job_id: int, settings: LaunchSettings):
+        self.spec = spec
+        self.job_dir = job_dir
+        self.job_id = job_id
+        self.settings = settings
+        self.policy = RetryPolicy.for_spec(spec)
+        self.account = identity.account(os.getuid())
+        self.began = time.monotonic()
+        self.stop_signals = 0
+        self.monitor_pid: int | None = None
+        self.stop_file: Path | None = None
+
+    # -- the attempts ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        (self.job_dir / "attempts").mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.job_dir / "ml").mkdir(exist_ok=True, mode=0o700)
+        while True:
+            history = list(self._history())
+            number = len(history) + 1
+            ended = self._attempt(number, history)
+            if self.stop_signals:
+                say(f"attempt {number} stopped: {ended.outcome}")
+                return STOPPED_STATUS
+            decision = self.policy.decide(ended, history)
+            why = decision.why if exit_status(ended) else "completed"
+            say(f"attempt {number} ended: {describe(ended)}; {why}")
+            if not decision.retry:
+                return exit_status(ended)
+            if decision.delay and self._sleep(decision.delay):
+                return STOPPED_STATUS
+
+    def _history(self) -> Iterator[Ended]:
+        """Earlier attempts' ends, oldest first (a requeued job's included)."""
+        number = 1
+        while (self.job_dir / "attempts" / str(number)).is_dir():
+            yield read_end(self.job_dir / "attempts" / str(number), self.job_id, number)
+            number += 1
+
+    def _attempt(self, number: int, history: list[Ended]) -> Ended:
+        paths = AttemptPaths(
+            job_dir=self.job_dir,
+            ml_root=self.job_dir / "ml",
+            attempt_dir=self.job_dir / "attempts" / str(number),
+            stop_file=self.job_dir / "attempts" / f"{number}.stop",
+        )
+        paths.attempt_dir.mkdir(mode=0o700)
+        job = self._job_row(number, history)
+        at = Attempt(
+            job=job,
+            number=number,
+            gpus=assigned_gpus(os.environ),
+            account=self.account,
+            paths=paths,
+            settings=self.settings,
+            host=look_up(job, self.settings),
+        )
+        built = build_launch(at, time.time())
+        if built.env_file is not None:
+            write_engine_env_file(*built.env_file)
+        self.stop_file = paths.stop_file
+        say(f"attempt {number}: {paths.attempt_dir}")
+        # The monitor takes its own handlers for these; until then a stop stays pending.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                status = supervise.run(built.launch)
+            finally:
+                os._exit(status)
+        self.monitor_pid = pid
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+        if self.stop_signals:
+            self._relay_stop()
+        done = threading.Event()
+        follower = threading.Thread(target=follow, args=(paths.attempt_dir, done), daemon=True)
+        follower.start()
+        while True:
+            try:
+                os.waitpid(pid, 0)
+                break
+            except InterruptedError:  # pragma: no cover (PEP 475 retries for us)
+                continue
+        done.set()
+        follower.join()
+        self.monitor_pid = None
+        return read_end(paths.attempt_dir, self.job_id, number)
+
+    def _job_row(self, number: int, history: list[Ended]) -> JobRow:
+        account = self.account
+        return JobRow(
+            id=self.job_id,
+            name=self.spec.name,
+            state=JobState.RUNNING,
+            priority=self.spec.priority,
+            owner=JobOwner(uid=account.uid, gid=account.gid, user=account.user),
+            spec=self.spec,
+            gpus=(),
+            gpu_uuids=(),
+            created_at=time.time(),
+            started_at=time.time(),
+            ended_at=None,
+            failure_reason=None,
+            stop_reason=None,
+            not_before=None,
+            # The time limit counts this run's time so far (the scheduler's own limit, Slurm's
+            # --time, covers one run of the batch job).
+            runtime_used=time.monotonic() - self.began,
+            attempt_count=number - 1,
+            lost_count=sum(1 for h in history if h.outcome == "lost"),
+        )
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        self.stop_signals += 1
+        if self.monitor_pid is not None:
+            self._relay_stop()
+
+    def _relay_stop(self) -> None:
+        """As trainqd stops an attempt: the stop order first, then SIGTERM to its monitor."""
+        assert self.monitor_pid is not None
+        if self.stop_file is not None:
+            write_record(str(self.stop_file), StopOrder(self._grace(), self._stop_reason()))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.monitor_pid, signal.SIGTERM)
+
+    def _grace(self) -> float:
+        job = self._job_row(1, [])
+        return stop_grace(job, self.settings.default_stop_grace_seconds)
+
+    def _stop_reason(self) -> Literal["user", "time_limit"]:
+        limit = self.spec.max_runtime_seconds
+        elapsed = time.monotonic() - self.began
+        if limit is not None and elapsed >= limit - self._grace() - TIME_LIMIT_SLACK:
+            return "time_limit"
+        return "user"
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait out a retry's backoff; True when a stop came meanwhile."""
+        end = time.monotonic() + seconds
+        while not self.stop_signals and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.5))
+        return bool(self.stop_signals)
+
+
+def read_end(attempt_dir: Path, job_id: int, number: int) -> Ended:
+    """How an attempt ended, from its exit record; "lost" without one."""
+    try:
+        record = parse_exit_record(read_json(str(attempt_dir / EXIT_RECORD)), job_id, number)
+    except (OSError, ValueError):
+        return Ended("lost", reason="no exit record")
+    return Ended(record.outcome, record.exit_code, record.signal, record.reason)
+
+
+def assigned_gpus(environ: dict[str, str] | os._Environ[str]) -> Assignment:
+    """The GPUs the resource manager gave this job: Slurm's SLURM_JOB_GPUS (its gres
+    indices on the node), else CUDA_VISIBLE_DEVICES as it set it."""
+    text = environ.get("SLURM_JOB_GPUS") or environ.get("CUDA_VISIBLE_DEVICES") or ""
+    indices = tuple(int(part) for part in text.split(",") if part.strip().isdigit())
+    # No UUIDs from the resource manager: NVIDIA's variables take indices as well.
+    return Assignment(indices, tuple(str(i) for i in indices))
+
+
+def describe(ended: Ended) -> str:
+    if ended.outcome == "exited":
+        return f"exit status {ended.exit_code}"
+    if ended.outcome == "signaled":
+        return f"killed by signal {ended.signal}"
+    return ended.outcome + (f" ({ended.reason})" if ended.reason else "")
+
+
+def exit_status(ended: Ended) -> int:
+    if ended.outcome == "exited" and ended.exit_code is not None:
+        return ended.exit_code & 0xFF
+    if ended.outcome == "signaled" and ended.signal is not None:
+        return 128 + ended.signal
+    if ended.outcome in ("stopped", "timed_out", "interrupted"):
+        return STOPPED_STATUS
+    return 1
+
+
+def follow(attempt_dir: Path, done: threading.Event) -> None:
+    """Copy the trainer's stdout and stderr to ours as they grow (Slurm's output files)."""
+    sinks: list[tuple[str, TextIO]] = [(STDOUT, sys.stdout), (STDERR, sys.stderr)]
+    offsets = dict.fromkeys((name for name, _ in sinks), 0)
+    while True:
+        last = done.is_set()
+        for name, sink in sinks:
+            try:
+                with open(attempt_dir / name, "rb") as f:
+                    f.seek(offsets[name])
+                    data = f.read()
+            except OSError:
+                continue
+            if data:
+                offsets[name] += len(data)
+                sink.buffer.write(data)
+                sink.flush()
+        if last:
+            return
+        done.wait(FOLLOW_INTERVAL)
+
+
+def say(line: str) -> None:
+    sys.stderr.write(f"trainqd.run: {line}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trainqd.run", description=__doc__)
+    parser.add_argument("spec", help="the job spec, as JSON")
+    parser.add_argument("--job-dir", required=True, help="where the ml root and attempts live")
+    parser.add_argument("--job-id", type=int, help="default: $SLURM_JOB_ID")
+    parser.add_argument("--engine", choices=("podman", "docker"), default="podman")
+    args = parser.parse_args(argv)
+    try:
+        spec = parse_spec(json.loads(Path(args.spec).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        say(f"cannot use {args.spec}: {exc}")
+        return 2
+    job_id = args.job_id or int(os.environ.get("SLURM_JOB_ID", "0") or 0) or os.getpid()
+    settings = LaunchSettings(
+        default_stop_grace_seconds=DEFAULT_GRACE,
+        default_engine=args.engine,
+        real_gpus=False,
+        instance="run",
+    )
+    return Run(spec, Path(args.job_dir).absolute(), job_id, settings).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

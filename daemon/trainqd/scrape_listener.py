@@ -1,0 +1,103 @@
+"""The optional TCP listener for Prometheus scrapers (`metrics_listen = "127.0.0.1:9835"`).
+
+It answers `GET /metrics` (and its HEAD) with the same exposition as GET /v1/metrics and
+nothing else: no job records, logs, environments or reasons are reachable over TCP, and
+nothing can be changed. Each connection gets one response and is closed; a request must
+arrive whole within a few seconds, and only a few connections are served at once, so a
+scanner on the network cannot tie up the daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Callable
+
+import anyio
+import h11
+import structlog
+from anyio.abc import SocketListener, SocketStream
+
+from trainqd.config import listen_address
+from trainqd.metrics import CONTENT_TYPE
+
+log = structlog.get_logger("trainqd.scrape")
+
+REQUEST_TIMEOUT = 5.0
+MAX_CONNECTIONS = 16
+MAX_REQUEST_BYTES = 16384
+
+
+class ScrapeAddressError(ValueError):
+    """The configured address cannot be listened on; the message is one line."""
+
+
+def bind_scrape_socket(text: str) -> socket.socket:
+    """A listening socket on the configured address (checked by the configuration)."""
+    host, port = listen_address(text)
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ScrapeAddressError(f"metrics_listen {text}: {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(64)
+    except OSError as exc:
+        sock.close()
+        raise ScrapeAddressError(f"metrics_listen {text}: {exc.strerror or exc}") from None
+    return sock
+
+
+async def serve_scrapes(sock: socket.socket, exposition: Callable[[], bytes]) -> None:
+    """Serve scrapers on `sock` until cancelled."""
+    limiter = anyio.CapacityLimiter(MAX_CONNECTIONS)
+    listener = await SocketListener.from_socket(sock)
+
+    async def handle(stream: SocketStream) -> None:
+        async with stream, limiter:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await _answer(stream, exposition)
+
+    async with listener:
+        await listener.serve(handle)
+
+
+async def _answer(stream: SocketStream, exposition: Callable[[], bytes]) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
+    request: h11.Request | None = None
+    with anyio.move_on_after(REQUEST_TIMEOUT):
+        while request is None:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError:
+                return
+            if event is h11.NEED_DATA:
+                conn.receive_data(await stream.receive(MAX_REQUEST_BYTES))
+            elif isinstance(event, h11.Request):
+                request = event
+            else:
+                return
+    if request is None:
+        return
+    path = request.target.decode("ascii", "replace").split("?", 1)[0]
+    method = request.method.decode("ascii", "replace")
+    if path != "/metrics":
+        status, body, kind = 404, b"only /metrics is served here\n", "text/plain"
+    elif method not in ("GET", "HEAD"):
+        status, body, kind = 405, b"read-only: GET /metrics\n", "text/plain"
+    else:
+        status, body, kind = 200, exposition(), CONTENT_TYPE
+    headers = [
+        ("content-type", kind),
+        ("content-length", str(len(body))),
+        ("connection", "close"),
+    ]
+    if status == 405:
+        headers.append(("allow", "GET, HEAD"))
+    data = conn.send(h11.Response(status_code=status, headers=headers))
+    if method != "HEAD":
+        data += conn.send(h11.Data(data=body))
+    data += conn.send(h11.EndOfMessage())
+    await stream.send(data)

@@ -1,0 +1,81 @@
+"""Shell completion: the real `trainq` answering bash's and zsh's completion requests
+(`_TRAINQ_COMPLETE=complete_bash`, as the script of `trainq --show-completion` sends them),
+job ids asked of a real trainqd, and nothing at all printed when no daemon answers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.daemon import TRAINERS, TRAINQ, Daemon
+
+SLEEPER = str(TRAINERS / "sleeper.py")
+
+
+def complete(words: str, kind: str = "bash", env: dict[str, str] | None = None) -> list[str]:
+    """What `trainq` offers for the command line `words` (the last word being typed)."""
+    line = f"trainq {words}"
+    parts = line.split(" ")
+    environ = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TRAINQ_")},
+        "_TRAINQ_COMPLETE": f"complete_{kind}",
+        "COMP_WORDS": line,
+        "COMP_CWORD": str(len(parts) - 1),
+        "_TYPER_COMPLETE_ARGS": line,
+        **(env or {}),
+    }
+    done = subprocess.run(
+        [TRAINQ], capture_output=True, text=True, env=environ, timeout=30, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done
+    return [line for line in done.stdout.splitlines() if line]
+
+
+def test_commands_and_flags_complete() -> None:
+    assert {"submit", "stop", "show", "logs"} <= set(complete(""))
+    assert complete("sh") == ["show"]
+    assert "--max-runtime" in complete("submit --max-")
+
+
+def test_job_ids_complete_from_the_daemon(daemon: Daemon, tmp_path: Path) -> None:
+    running = daemon.submit(
+        {"name": "resnet-a", "command": [sys.executable, SLEEPER], "working_dir": str(tmp_path)}
+    )["id"]
+    ended = daemon.submit(
+        {"name": "bert-b", "command": ["/bin/true"], "working_dir": str(tmp_path)}
+    )["id"]
+    daemon.wait_state(running, "RUNNING")
+    daemon.wait_state(ended, "COMPLETED")
+    sock = f"--socket {daemon.socket}"
+
+    assert complete(f"{sock} show ") == [str(running), str(ended)]
+    assert complete(f"show {sock} ") == [str(running), str(ended)]  # --socket after too
+    assert complete(f"{sock} stop ") == [str(running)]  # only unfinished jobs can stop
+    assert complete(f"{sock} logs {ended}") == [str(ended)]
+    # zsh shows the name and state beside the id
+    zsh = "\n".join(complete(f"{sock} wait ", kind="zsh"))
+    assert f'"{running}":"resnet-a RUNNING"' in zsh
+    assert f'"{ended}":"bert-b COMPLETED"' in zsh
+    # the socket from the environment, as the command itself would use it
+    assert complete(f"show {running}", env={"TRAINQ_SOCKET": str(daemon.socket)}) == [str(running)]
+    # the daemon still serves
+    assert daemon.job(running)["state"] == "RUNNING"
+
+
+def test_no_daemon_completes_nothing_quietly(tmp_path: Path) -> None:
+    assert complete(f"--socket {tmp_path / 'none.sock'} show ") == []
+
+
+def test_the_completion_script() -> None:
+    done = subprocess.run(
+        [TRAINQ, "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert "_TRAINQ_COMPLETE=complete_bash" in done.stdout
+    assert "complete -o default -F _trainq_completion trainq" in done.stdout

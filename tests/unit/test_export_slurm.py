@@ -1,0 +1,85 @@
+"""The Slurm batch script `trainq export --to slurm` writes (its directives and refusals);
+tests/slurm runs such scripts on a real Slurm."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from trainq.core.export import Unsupported, slurm
+from trainq.core.spec import JobSpec, parse_spec
+
+
+def spec(**fields: object) -> JobSpec:
+    return parse_spec({"command": ["python3", "train.py"], **fields})
+
+
+def directives(script: str) -> list[str]:
+    return [line.removeprefix("#SBATCH ") for line in script.splitlines() if "#SBATCH" in line]
+
+
+def test_resources_and_limits_become_directives() -> None:
+    script = slurm.batch_script(
+        spec(name="resnet", gpus=4, max_runtime_seconds=3600, stop_grace_seconds=30.5),
+        python="/opt/venv/bin/python",
+    )
+    found = directives(script)
+    assert "--job-name=resnet" in found
+    assert "--gres=gpu:4" in found
+    assert "--time=61" in found  # 3600 s + 31 s of grace, in whole minutes, rounded up
+    assert "--signal=B:TERM@31" in found  # the grace, before that limit, to the batch step
+    assert "--requeue" in found
+    assert "--output=trainq-resnet-%j.out" in found
+    assert script.startswith("#!/bin/bash\n")
+
+
+def test_no_limit_no_gpus_no_directive_for_them() -> None:
+    found = directives(slurm.batch_script(spec(), python="python3"))
+    assert not any(d.startswith(("--time", "--signal", "--gres")) for d in found)
+    assert "--job-name=trainq-job" in found
+
+
+def test_default_grace_is_trainqds() -> None:
+    found = directives(slurm.batch_script(spec(max_runtime_seconds=60), python="python3"))
+    assert "--signal=B:TERM@120" in found
+    assert "--time=3" in found
+
+
+def test_lower_priority_is_nice_and_higher_is_refused() -> None:
+    found = directives(slurm.batch_script(spec(priority=-5), python="python3"))
+    assert "--nice=5" in found
+    with pytest.raises(Unsupported, match=r"^cannot export to slurm: priority: "):
+        slurm.batch_script(spec(priority=5), python="python3")
+
+
+def test_a_grace_beyond_slurms_signal_lead_is_refused() -> None:
+    with pytest.raises(Unsupported, match=r"stop_grace_seconds: .*65535"):
+        slurm.batch_script(spec(stop_grace_seconds=70000.0), python="python3")
+
+
+def test_the_spec_travels_verbatim_and_the_shell_expands_nothing_of_it(tmp_path: Path) -> None:
+    hostile = "$(touch pwned) `touch pwned2` 'q' \"dq\" \\ TRAINQ_SPEC_END\nTRAINQ_SPEC_END"
+    job = spec(
+        hyperparameters={"note": hostile},
+        environment={"X": hostile},
+        channels={"train": {"source": "/data/a b/$HOME"}},
+    )
+    script = slurm.batch_script(job, python="/opt/my python/bin/python", job_dir_base=str(tmp_path))
+    assert "exec '/opt/my python/bin/python' -m trainqd.run" in script
+    # Run the script up to the trainer, with the variables Slurm would set.
+    head = script.split("\nexec ", 1)[0]
+    done = subprocess.run(
+        ["bash", "-c", head],
+        env={"SLURM_JOB_ID": "7", "SLURM_SUBMIT_DIR": "/nonexistent", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    written = json.loads((tmp_path / "trainq-7" / "spec.json").read_text())
+    assert parse_spec(written) == job
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trainq-7"]  # nothing ran
