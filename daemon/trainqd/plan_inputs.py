@@ -31,6 +31,7 @@ def queued(job: JobRow, default_grace: float) -> planner.QueuedJob:
             None if remaining is None else max(0.0, remaining) + grace(job, default_grace)
         ),
         not_before=job.not_before,
+        held_by=job.held_by,
     )
 
 

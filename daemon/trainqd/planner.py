@@ -17,7 +17,9 @@ decades:
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
-  GPU jobs. Per-user limits and retry backoff hold a job without it reserving anything.
+  GPU jobs. Per-user limits, retry backoff and holds keep a job back without it reserving
+  anything. Drained GPUs take no new job (a drained host starts nothing); the jobs running
+  on them go on.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class QueuedJob:
     gpus: int
     runtime_limit: float | None  # seconds it may run once started; None = no limit
     not_before: float | None = None  # retry backoff: not startable before this time
+    held_by: str | None = None  # held by this user until released: never started
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Capacity:
     blocked: frozenset[int]  # busy with a process trainq did not start: never handed out
     cpu_slots: int  # concurrent jobs with gpus == 0
     distance: Callable[[int, int], int]
+    drained: frozenset[int] = frozenset()  # take no new job; their running jobs go on
+    host_drained: bool = False  # nothing new starts at all
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,7 @@ class _Pool:
 
 
 def _pool_of(running: Sequence[RunningJob], capacity: Capacity) -> _Pool:
-    usable = set(capacity.gpus) - capacity.blocked
+    usable = set(capacity.gpus) - capacity.blocked - capacity.drained
     taken = {gpu for job in running for gpu in job.gpus}
     pool = _Pool(
         free_gpus=usable - taken,
@@ -171,9 +176,20 @@ def plan(
     head: Reservation | None = None
     foreign = len(set(capacity.gpus) & capacity.blocked)
 
+    undrained = len(set(capacity.gpus) - capacity.drained)
+
     for job in sorted(queue, key=queue_order):
         if not 0 <= job.gpus <= managed:
             waiting[job.id] = WaitReason(Wait.TOO_BIG, gpus=job.gpus, host_gpus=managed)
+            continue
+        if job.held_by is not None:
+            waiting[job.id] = WaitReason(Wait.HELD, by=job.held_by)
+            continue
+        if capacity.host_drained:
+            waiting[job.id] = WaitReason(Wait.DRAINED)
+            continue
+        if job.gpus > undrained:
+            waiting[job.id] = WaitReason(Wait.DRAINED, gpus=job.gpus, host_gpus=undrained)
             continue
         if job.not_before is not None and job.not_before > now:
             waiting[job.id] = WaitReason(Wait.BACKOFF, until=job.not_before)

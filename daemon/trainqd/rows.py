@@ -39,6 +39,10 @@ class JobRow:
     runtime_used: float
     attempt_count: int
     lost_count: int
+    group_id: int | None = None  # a sweep's group: the id of its first job
+    held_by: str | None = None  # who holds it back from starting (None: not held)
+    boost: int = 0  # an admin's raise above other users' work; users order only their own
+    preempted_count: int = 0
 
     @property
     def display_name(self) -> str:
@@ -80,7 +84,7 @@ class EventRow:
 JOB_COLUMNS = (
     "id, name, state, priority, owner_uid, owner_gid, owner_user, spec, gpus, gpu_uuids,"
     " created_at, started_at, ended_at, failure_reason, stop_reason, not_before,"
-    " runtime_used, attempt_count, lost_count"
+    " runtime_used, attempt_count, lost_count, group_id, held_by, boost, preempted_count"
 )
 ATTEMPT_COLUMNS = (
     "job_id, number, gpus, started_at, ended_at, exit_code, signal, outcome, reason, retried,"
@@ -128,6 +132,10 @@ def job_from(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
         runtime_used=_seconds(row["runtime_used"]),
         attempt_count=row["attempt_count"],
         lost_count=row["lost_count"],
+        group_id=row["group_id"],
+        held_by=row["held_by"],
+        boost=row["boost"],
+        preempted_count=row["preempted_count"],
     )
 
 

@@ -1,12 +1,23 @@
 """The state database's schema. Bump SCHEMA_VERSION with every change and migrate forward in
 Store._migrate; a database from a newer trainqd is refused rather than misread."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # What a paged listing filters on, each in id order so that a page is a range scan.
 LIST_INDEXES = (
     """CREATE INDEX jobs_state_id ON jobs(state, id)""",
     """CREATE INDEX jobs_user_id ON jobs(owner_user, id)""",
+)
+
+# Drained GPUs take no new job (gpu = -1: the whole host); sweeps are listed by group.
+SHARING = (
+    """CREATE TABLE drains (
+        gpu INTEGER PRIMARY KEY,
+        reason TEXT NOT NULL,
+        by_user TEXT NOT NULL,
+        since REAL NOT NULL
+    )""",
+    """CREATE INDEX jobs_group_id ON jobs(group_id, id)""",
 )
 
 SCHEMA = (
@@ -30,7 +41,11 @@ SCHEMA = (
         not_before REAL,
         runtime_used REAL NOT NULL DEFAULT 0,
         attempt_count INTEGER NOT NULL DEFAULT 0,
-        lost_count INTEGER NOT NULL DEFAULT 0
+        lost_count INTEGER NOT NULL DEFAULT 0,
+        group_id INTEGER,
+        held_by TEXT,
+        boost INTEGER NOT NULL DEFAULT 0,
+        preempted_count INTEGER NOT NULL DEFAULT 0
     )""",
     """CREATE INDEX jobs_state ON jobs(state)""",
     """CREATE TABLE attempts (
@@ -64,6 +79,7 @@ SCHEMA = (
     )""",
     """CREATE INDEX events_job ON events(job_id, id)""",
     *LIST_INDEXES,
+    *SHARING,
 )
 
 # The statements that bring a database of version N-1 to version N, run in order.
@@ -81,4 +97,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: LIST_INDEXES,
     # Whether a subprocess attempt's trainer found /opt/ml (monitor/records.py's ExitRecord).
     4: ("ALTER TABLE attempts ADD COLUMN opt_ml INTEGER",),
+    # Sharing the workstation: sweeps, holds, admins' boosts, preemption, drains.
+    5: (
+        "ALTER TABLE jobs ADD COLUMN group_id INTEGER",
+        "ALTER TABLE jobs ADD COLUMN held_by TEXT",
+        "ALTER TABLE jobs ADD COLUMN boost INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE jobs ADD COLUMN preempted_count INTEGER NOT NULL DEFAULT 0",
+        *SHARING,
+    ),
 }

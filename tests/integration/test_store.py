@@ -9,11 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.schema_history import UNDO, downgrade
 
 from trainq.core.errors import DiskFull, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
-from trainqd.schema import SCHEMA_VERSION
+from trainqd.schema import MIGRATIONS, SCHEMA_VERSION
 from trainqd.store import JobChanges, JobOwner, Store, StoreError
 
 OWNER = JobOwner(uid=1000, gid=1000, user="alice")
@@ -209,11 +210,7 @@ def test_a_full_disk_changes_nothing_and_is_told_as_disk_full(tmp_path: Path) ->
 def test_an_older_database_gains_the_listing_indexes(tmp_path: Path) -> None:
     Store.open(tmp_path / "db").close()
     raw = sqlite3.connect(tmp_path / "db")
-    raw.execute("DROP INDEX jobs_state_id")
-    raw.execute("DROP INDEX jobs_user_id")
-    raw.execute("ALTER TABLE attempts DROP COLUMN opt_ml")  # added by version 4
-    raw.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
-    raw.commit()
+    downgrade(raw, 2)  # before the listing indexes
     raw.close()
     Store.open(tmp_path / "db").close()
     raw = sqlite3.connect(tmp_path / "db")
@@ -242,3 +239,7 @@ def test_a_page_is_filtered_in_sql_and_says_what_follows(store: Store) -> None:
     assert ([j.id for j, _ in jobs], total, more) == ([ids[4], ids[6]], 4, False)
     jobs, total, more = store.page([JobState.PENDING], "alice", 0, 10)
     assert ([j.id for j, _ in jobs], total, more) == ([ids[2], ids[4], ids[6]], 3, False)
+
+
+def test_every_migration_can_be_undone_for_the_tests_of_older_databases() -> None:
+    assert set(UNDO) == set(MIGRATIONS)

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.schema_history import downgrade
 
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
@@ -154,14 +155,8 @@ def test_duration_reads_like_a_person_would_say_it() -> None:
 def test_a_database_of_the_previous_schema_gains_the_gpu_use_columns(tmp_path: Path) -> None:
     path = tmp_path / "trainq.db"
     Store.open(path).close()
-    # Back to the previous schema: the attempts table as it was, version 1.
     with sqlite3.connect(path) as db:
-        for column in ("gpu_util_peak", "gpu_util_mean", "gpu_memory_peak_mib", "gpu_idle_seconds"):
-            db.execute(f"ALTER TABLE attempts DROP COLUMN {column}")
-        db.execute("ALTER TABLE attempts DROP COLUMN opt_ml")  # added later, by version 4
-        for index in ("jobs_state_id", "jobs_user_id"):  # added by version 3
-            db.execute(f"DROP INDEX {index}")
-        db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+        downgrade(db, 1)  # before the GPU use columns
     store = Store.open(path)
     job = store.submit(JobSpec(command=["true"]), JobOwner(uid=0, gid=0, user="root"), 1.0)
     store.begin_attempt(job.id, [0], ["GPU-x"], 2.0)

@@ -23,6 +23,8 @@ class Wait(StrEnum):
     NO_CPU_SLOTS = "no_cpu_slots"  # cpu_slots = 0
     GPUS = "gpus"  # not enough free GPUs
     RESERVED = "reserved"  # the free GPUs are kept for an earlier job
+    HELD = "held"  # held by its owner or an admin until released
+    DRAINED = "drained"  # an admin drained the host, or too many of its GPUs
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class WaitReason:
     limit: int | None = None  # the per-user limit, or the number of CPU slots
     until: float | None = None  # backoff's end, or when the GPUs are expected (epoch s)
     job_id: int | None = None  # the job the GPUs are reserved for (RESERVED)
+    by: str | None = None  # who held the job (HELD)
 
 
 def count_gpus(count: int) -> str:
@@ -70,4 +73,13 @@ def render(reason: WaitReason) -> str:
         return why
     if k == Wait.RESERVED:
         return f"reserved GPUs for job {reason.job_id}"
+    if k == Wait.HELD:
+        return f"held by {reason.by}; `trainq release` lets it start"
+    if k == Wait.DRAINED:
+        if reason.host_gpus is None:
+            return "the host is drained: nothing new starts until an admin resumes it"
+        return (
+            f"needs {count_gpus(gpus)}; {reason.host_gpus} are not drained"
+            " (an admin drained the others)"
+        )
     return "queued"
