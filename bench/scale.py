@@ -10,7 +10,9 @@ first and on the full one after:
 
 - first page: GET /v1/jobs?all=true (100 jobs and the count), p50 over n calls;
 - stall: the longest GET /v1/health answer while 10 clients list pages of 1,000 and one
-  submits: what any request waits behind the busiest handler;
+  submits: what any request waits behind the busiest handler and for a CPU; and, from
+  trainqd's own event-loop probe (trainq_event_loop_lag_seconds), how many times in that
+  window the loop was held more than 10 ms and the bucket bound of the longest hold;
 - submit p50 on one connection, and submits/s with 1 and with 8 concurrent connections;
 - restart: from start to the first answered health request; RSS after the listings.
 """
@@ -80,7 +82,36 @@ def _load(socket: Path, method: str, path: str, body: bytes | None, done: Event)
             timed(client, method, path, body)
 
 
-def stall(daemon: Daemon, seconds: float) -> float:
+Histogram = dict[float, float]  # upper bound -> observations up to it
+
+
+def loop_probe(client: Client) -> tuple[Histogram, Histogram]:
+    """trainqd's event-loop probe: its lateness and its loop-CPU histograms."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _, body = client.request("GET", "/v1/metrics")
+    found: dict[str, Histogram] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                found.setdefault(family.name, {})[float(sample.labels["le"])] = sample.value
+    return found["trainq_event_loop_lag_seconds"], found["trainq_event_loop_busy_seconds"]
+
+
+def loop_held(before: Histogram, after: Histogram) -> tuple[float, float]:
+    """Between two readings: observations over 10 ms, and the bucket bound of the largest."""
+    counts = {le: after[le] - before.get(le, 0.0) for le in sorted(after)}
+    total = counts[float("inf")]
+    late = total - counts[0.01]
+    worst = min((le for le, n in counts.items() if n == total), default=float("inf"))
+    return late, worst
+
+
+def stall(daemon: Daemon, seconds: float) -> dict[str, float]:
+    """While 10 clients list and one submits: the longest health answer; trainqd's loop
+    wake-ups later than 10 ms and the bound of the latest; probe windows in which the loop's
+    thread used more than 10 ms of CPU and the bound of the largest (that bounds the longest
+    step run on the loop; lateness also counts waiting for a CPU)."""
     # The load comes from other processes: threads here would make the probe wait for this
     # process's own interpreter lock, not for trainqd.
     done = multiprocessing.Event()
@@ -93,14 +124,24 @@ def stall(daemon: Daemon, seconds: float) -> float:
         t.start()
     worst = 0.0
     with daemon.client() as probe:
+        lag_before, busy_before = loop_probe(probe)
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             worst = max(worst, timed(probe, "GET", "/v1/health"))
             time.sleep(0.002)
+        lag_after, busy_after = loop_probe(probe)
     done.set()
     for t in threads:
         t.join()
-    return worst
+    late, latest = loop_held(lag_before, lag_after)
+    busy, busiest = loop_held(busy_before, busy_after)
+    return {
+        "longest health answer ms": worst * 1000,
+        "loop woke > 10 ms late (times)": late,
+        "latest wake-up ≤ ms": latest * 1000,
+        "loop busy > 10 ms in a window (times)": busy,
+        "longest loop step ≤ ms": busiest * 1000,
+    }
 
 
 def rss_mib(pid: int) -> float:
@@ -117,7 +158,7 @@ def measure(daemon: Daemon, n: int) -> dict[str, float]:
         out["first page ms"] = statistics.median(pages) * 1000
         submits = [timed(client, "POST", "/v1/jobs", QUEUED_JOB) for _ in range(n)]
         out["submit p50 ms"] = statistics.median(submits) * 1000
-    out["stall ms"] = stall(daemon, 5.0) * 1000
+    out.update(stall(daemon, 5.0))
     out["submits/s, 1 client"] = submits_per_second(daemon, 1, n)
     out["submits/s, 8 clients"] = submits_per_second(daemon, 8, n // 8 + 1)
     assert daemon.proc is not None

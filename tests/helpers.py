@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -26,7 +26,7 @@ def wait_for(
     while True:
         value = condition()
         if value:
-            return value  # type: ignore[return-value]
+            return cast(T, value)  # truthy: not None, not False
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"timed out after {timeout}s waiting for {what or condition}")
         time.sleep(delay)

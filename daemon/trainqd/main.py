@@ -26,7 +26,7 @@ import anyio
 import structlog
 
 from trainq.core import __version__
-from trainqd import cgroups, daemon_log, sdnotify
+from trainqd import cgroups, daemon_log, loop_lag, sdnotify
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
 from trainqd.api.quotas import (
     descriptors_needed,
@@ -208,6 +208,8 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
         async with anyio.create_task_group() as tg:
             await tg.start(scheduler.run)
             tg.start_soon(api.metrics.run)
+            probe = api.metrics
+            tg.start_soon(loop_lag.watch, probe.loop_lag.observe, probe.loop_busy.observe)
             if scrapes is not None:
                 tg.start_soon(serve_scrapes, scrapes, api.metrics.scrape)
             await tg.start(

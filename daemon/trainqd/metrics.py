@@ -48,6 +48,8 @@ _WAIT_BUCKETS = (
     3 * 86400,
 )
 _DISPATCH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# Event loop lateness: what matters is anything over a few milliseconds.
+_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5)
 _REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 
@@ -187,6 +189,18 @@ class Metrics:
             "API requests, to the response's headers",
             ["method", "route"],
             buckets=_REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            "trainq_event_loop_lag_seconds",
+            "How late the event loop's probe woke up: time the loop was held by other work",
+            buckets=_LAG_BUCKETS,
+            registry=self.registry,
+        )
+        self.loop_busy = Histogram(
+            "trainq_event_loop_busy_seconds",
+            "CPU time of the event loop's thread between two of the probe's wake-ups",
+            buckets=_LAG_BUCKETS,
             registry=self.registry,
         )
         scheduler.dispatched = self.dispatch.observe

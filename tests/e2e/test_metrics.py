@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.daemon import Daemon, python_job, scratch_dir
+from tests.daemon import Daemon, python_job, running_daemon, scratch_dir
 from tests.e2e.watching import watched_daemon, write_readings
 from tests.helpers import wait_for
 
@@ -222,3 +224,27 @@ def test_a_bad_listen_address_stops_the_daemon_with_one_line() -> None:
         assert "HOST:PORT" in result.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_event_loop_probe_reports_a_daemon_held_still() -> None:
+    with running_daemon(gpus="none") as daemon:
+        assert daemon.proc is not None
+
+        def late_wakeups() -> tuple[float, float]:
+            values = scrape(daemon)
+            over = values["trainq_event_loop_lag_seconds_count", ()]
+            under = values["trainq_event_loop_lag_seconds_bucket", (("le", "0.25"),)]
+            return over - under, over
+
+        before, _ = late_wakeups()
+        # Freeze the whole daemon for longer than the 0.25 s bucket: its probe must wake up
+        # that late once it runs again. The pause is the stimulus, not a wait for a result.
+        daemon.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(0.4)
+        finally:
+            daemon.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: late_wakeups()[0] > before, what="the probe to report the freeze")
+        # And the probe goes on after the freeze.
+        _, count = late_wakeups()
+        wait_for(lambda: late_wakeups()[1] >= count + 20, what="more on-time wake-ups")

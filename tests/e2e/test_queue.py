@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.daemon import Daemon, python_job
 
 
-def ledger_entries(path: Path) -> list[dict[str, object]]:
+def ledger_entries(path: Path) -> list[dict[str, Any]]:
+    """gpu_ledger.py's lines: {"job": id, "gpus": "0,1", "start": t, "end": t}."""
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -24,12 +26,12 @@ def test_no_gpu_overlap_under_contention(daemon: Daemon, tmp_path: Path) -> None
     entries = ledger_entries(ledger)
     assert sorted(e["job"] for e in entries) == sorted(ids)
     for a, b in itertools.combinations(entries, 2):
-        overlap_in_time = a["start"] < b["end"] and b["start"] < a["end"]  # type: ignore[operator]
+        overlap_in_time = a["start"] < b["end"] and b["start"] < a["end"]
         shared = set(str(a["gpus"]).split(",")) & set(str(b["gpus"]).split(","))
         assert not (overlap_in_time and shared), (a, b)
     # Every job saw exactly the GPUs its record says it got.
     for entry in entries:
-        job = daemon.job(int(entry["job"]))  # type: ignore[call-overload]
+        job = daemon.job(int(entry["job"]))
         assert sorted(map(int, str(entry["gpus"]).split(","))) == sorted(job["attempts"][0]["gpus"])
 
 
