@@ -1,14 +1,13 @@
 """The few kernel calls the monitor needs that Python 3.11's standard library lacks.
 
-prctl(PR_SET_CHILD_SUBREAPER), unshare(CLONE_NEWNS), mount(2), umount2(2) and
-mount_setattr(2), through ctypes on the C library the interpreter already has loaded. Each
-failure raises OSError with the errno, as the os module's own calls do.
+prctl(PR_SET_CHILD_SUBREAPER), unshare(CLONE_NEWNS), mount(2) and umount2(2), through
+ctypes on the C library the interpreter already has loaded. Each failure raises OSError
+with the errno, as the os module's own calls do.
 """
 
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -24,13 +23,6 @@ MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
 MNT_DETACH = 0x2
-
-AT_FDCWD = -100
-AT_RECURSIVE = 0x8000
-MOUNT_ATTR_RDONLY = 0x1
-# mount_setattr(2) has the same number on every architecture with the generic table;
-# elsewhere the caller falls back to a plain remount.
-_MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.prctl.argtypes = [
@@ -49,15 +41,6 @@ _libc.mount.argtypes = [
     ctypes.c_ulong,
     ctypes.c_void_p,
 ]
-
-
-class _MountAttr(ctypes.Structure):
-    _fields_ = [
-        ("attr_set", ctypes.c_uint64),
-        ("attr_clr", ctypes.c_uint64),
-        ("propagation", ctypes.c_uint64),
-        ("userns_fd", ctypes.c_uint64),
-    ]
 
 
 def _check(result: int, path: str | None = None) -> None:
@@ -96,33 +79,3 @@ def mount(
 
 def umount(target: str, flags: int = 0) -> None:
     _check(_libc.umount2(os.fsencode(target), flags), target)
-
-
-def set_readonly_recursive(path: str) -> None:
-    """Make the mount at `path` and every mount below it read-only, leaving their other
-    flags (nosuid, nodev, noexec) alone. ENOSYS where the kernel or machine lacks it."""
-    set_attributes_recursive(path, MOUNT_ATTR_RDONLY)
-
-
-MOUNT_ATTR_NOSUID = 0x2
-MOUNT_ATTR_NODEV = 0x4
-
-
-def set_attributes_recursive(path: str, attributes: int) -> None:
-    """Set MOUNT_ATTR_* `attributes` on the mount at `path` and every mount below it,
-    leaving the others alone. ENOSYS where the kernel or machine lacks mount_setattr(2)."""
-    number = _MOUNT_SETATTR.get(os.uname().machine)
-    if number is None:
-        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS), path)
-    attr = _MountAttr(attr_set=attributes)
-    _check(
-        _libc.syscall(
-            ctypes.c_long(number),
-            ctypes.c_int(AT_FDCWD),
-            ctypes.c_char_p(os.fsencode(path)),
-            ctypes.c_uint(AT_RECURSIVE),
-            ctypes.byref(attr),
-            ctypes.c_size_t(ctypes.sizeof(attr)),
-        ),
-        path,
-    )
