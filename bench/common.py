@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -125,7 +125,7 @@ def poll_until(
     while True:
         value = condition()
         if value:
-            return value  # type: ignore[return-value]
+            return cast(T, value)  # truthy: not None, not False
         if time.monotonic() >= deadline:
             raise TimeoutError(f"gave up after {timeout:g} s waiting for {what}")
         time.sleep(interval)
@@ -197,7 +197,12 @@ class Daemon:
     """A real trainqd in `base` (short, under /tmp: socket paths are limited to 108 bytes)."""
 
     def __init__(
-        self, base: Path, gpus: str, config: dict[str, Any], source: Path | None = None
+        self,
+        base: Path,
+        gpus: str,
+        config: dict[str, Any],
+        source: Path | None = None,
+        tables: str = "",
     ) -> None:
         self.base = base
         self.argv = trainqd_argv(source)
@@ -206,7 +211,9 @@ class Daemon:
         self.log_file = base / "trainqd.log"
         self.config_file = base / "trainqd.toml"
         self.gpus = gpus
-        self.config_file.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in config.items()))
+        # `tables`: TOML tables (`[name]` sections) after the top-level keys.
+        keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in config.items())
+        self.config_file.write_text(keys + tables)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def options(self) -> list[str]:
@@ -284,12 +291,12 @@ class Daemon:
 
 @contextlib.contextmanager
 def running_daemon(
-    gpus: str = "fake:1", source: Path | None = None, **config: Any
+    gpus: str = "fake:1", source: Path | None = None, tables: str = "", **config: Any
 ) -> Iterator[Daemon]:
     base = Path(tempfile.mkdtemp(prefix="tqb", dir="/tmp"))
     # Jobs run as their owner, who must reach the ml root.
     os.chmod(base, 0o755)  # noqa: S103
-    daemon = Daemon(base, gpus, {"default_stop_grace_seconds": 0, **config}, source)
+    daemon = Daemon(base, gpus, {"default_stop_grace_seconds": 0, **config}, source, tables)
     try:
         daemon.start()
         yield daemon

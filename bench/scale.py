@@ -13,7 +13,11 @@ first and on the full one after:
   submits: what any request waits behind the busiest handler and for a CPU; and, from
   trainqd's own event-loop probe (trainq_event_loop_lag_seconds), how many times in that
   window the loop was held more than 10 ms and the bucket bound of the longest hold;
-- submit p50 on one connection, and submits/s with 1 and with 8 concurrent connections;
+- submit p50 on one connection, and submits/s with 1 and with 8 concurrent connections (with
+  the commits they took per submit: group commit shares them), beside the rate of a request
+  that reads one job kept in memory, with 8 connections;
+- a sweep of 10,000 specs in one request (the answer's time and the longest step trainqd's
+  loop ran meanwhile), then the stop of its group;
 - restart: from start to the first answered health request; RSS after the listings.
 """
 
@@ -74,6 +78,77 @@ def submits_per_second(daemon: Daemon, clients: int, each: int) -> float:
     for t in threads:
         t.join()
     return clients * each / (time.perf_counter() - began)
+
+
+def requests_per_second(daemon: Daemon, clients: int, each: int, method: str, path: str) -> float:
+    """Requests without a body (the baseline: health) per second from `clients` threads."""
+
+    def run() -> None:
+        with daemon.client() as client:
+            for _ in range(each):
+                timed(client, method, path)
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return clients * each / (time.perf_counter() - began)
+
+
+def commits(client: Client) -> float:
+    """trainqd's database commits so far (trainq_database_commits_total)."""
+    _, body = client.request("GET", "/v1/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith("trainq_database_commits_total "):
+            return float(line.split()[1])
+    raise RuntimeError("no trainq_database_commits_total in /v1/metrics")
+
+
+def grouped_submits(daemon: Daemon, clients: int, each: int) -> dict[str, float]:
+    """Submits/s from `clients` connections at once, and the commits they took per submit."""
+    with daemon.client() as client:
+        before = commits(client)
+        rate = submits_per_second(daemon, clients, each)
+        taken = commits(client) - before
+    return {
+        f"submits/s, {clients} clients": rate,
+        f"commits per submit, {clients} clients": taken / (clients * each),
+    }
+
+
+def sweep(daemon: Daemon, size: int) -> dict[str, float]:
+    """One POST /v1/jobs of `size` specs (the CLI's shape: a working directory and PATH
+    each): its answer's time, the longest step trainqd's loop ran meanwhile; then the
+    group's stop, which also leaves the queue as it was for what follows."""
+    specs = [
+        {
+            "name": f"sweep-{n}",
+            "gpus": 1,
+            "command": ["python3", "train.py"],
+            "hyperparameters": {"lr": str(n)},
+            "working_dir": "/tmp",
+            "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        }
+        for n in range(size)
+    ]
+    body = json.dumps(specs).encode()
+    with daemon.client() as client:
+        _, busy_before = loop_probe(client)
+        began = time.perf_counter()
+        status, answer = client.request("POST", "/v1/jobs", body)
+        took = time.perf_counter() - began
+        if status != 201:
+            raise RuntimeError(f"the sweep: {status} {answer[:200]!r}")
+        _, busy_after = loop_probe(client)
+        stop = timed(client, "POST", f"/v1/groups/{json.loads(answer)['group_id']}/stop")
+    _, busiest = loop_held(busy_before, busy_after)
+    return {
+        f"sweep of {size:,} in one request, s": took,
+        "its longest loop step ≤ ms": busiest * 1000,
+        f"stop of the {size:,}-job group, s": stop,
+    }
 
 
 def _load(socket: Path, method: str, path: str, body: bytes | None, done: Event) -> None:
@@ -160,9 +235,14 @@ def measure(daemon: Daemon, n: int) -> dict[str, float]:
         out["submit p50 ms"] = statistics.median(submits) * 1000
     out.update(stall(daemon, 5.0))
     out["submits/s, 1 client"] = submits_per_second(daemon, 1, n)
-    out["submits/s, 8 clients"] = submits_per_second(daemon, 8, n // 8 + 1)
+    out.update(grouped_submits(daemon, 8, n // 8 + 1))
+    # The baseline: a request that reads one job kept in memory (the GPU's holder, job 1).
+    out["GET one job/s, 8 clients (baseline)"] = requests_per_second(
+        daemon, 8, n // 8 + 1, "GET", "/v1/jobs/1"
+    )
     assert daemon.proc is not None
     out["RSS MiB"] = rss_mib(daemon.proc.pid)
+    out.update(sweep(daemon, 10_000))  # after RSS: its answer alone is 10 MB of records
     daemon.stop()
     began = time.perf_counter()
     daemon.start()

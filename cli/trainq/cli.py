@@ -57,6 +57,7 @@ from trainq.specfile import (
     parse_whole_number,
     parse_whole_seconds,
 )
+from trainq.sweep import parse_sweep
 
 PROG = "trainq"
 INTERRUPTED = 130
@@ -101,6 +102,18 @@ def _engine(text: str) -> str:
     return text
 
 
+def _gpu_indices(text: str) -> str:
+    """`2,3` checked; the command splits it (a typer option holds one value, not a list)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise ValueError(f"expected GPU indices such as 2,3, got {text!r}")
+    return ",".join(str(index) for index in sorted({int(part) for part in parts}))
+
+
+def _indices(text: str | None) -> list[int] | None:
+    return None if text is None else [int(part) for part in text.split(",")]
+
+
 def _group_by(text: str) -> str:
     if text != "user":
         raise ValueError(f"invalid choice: {text!r} (choose from 'user')")
@@ -119,6 +132,8 @@ CHANNEL = _typed(parse_channel, "channel")
 STATE = _typed(_state, "state")
 ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
+SWEEP = _typed(parse_sweep, "KEY=V1,V2")
+GPU_INDICES = _typed(_gpu_indices, "GPU indices")
 
 
 class _UsageError(click.UsageError):
@@ -171,6 +186,20 @@ def _job_argument(complete: Callable[[Any, str], list[tuple[str, str]]]) -> Any:
 JOB_COMMAND = {"ignore_unknown_options": True}
 AnyJob = Annotated[int, _job_argument(any_job)]
 UnfinishedJob = Annotated[int, _job_argument(unfinished_job)]
+# `stop` and `wait` take a JOB or a sweep's --group.
+OptionalAnyJob = Annotated[int | None, _job_argument(any_job)]
+OptionalUnfinishedJob = Annotated[int | None, _job_argument(unfinished_job)]
+GroupOption = Annotated[
+    int | None,
+    typer.Option(metavar="G", parser=JOB_ID, help="a sweep's group (its first job's id)"),
+]
+
+
+def _job_or_group(ctx: typer.Context, job: int | None, group: int | None) -> None:
+    if job is None and group is None:
+        raise _UsageError("the following arguments are required: JOB (or --group G)", ctx)
+    if job is not None and group is not None:
+        raise _UsageError("argument --group: not allowed with argument JOB", ctx)
 
 
 def _parsed(ctx: typer.Context, command: str, **values: Any) -> argparse.Namespace:
@@ -226,7 +255,12 @@ def submit(
         int | None, typer.Option(metavar="N", parser=COUNT, help="whole GPUs the job needs")
     ] = None,
     priority: Annotated[
-        int | None, typer.Option(metavar="P", parser=INTEGER, help="higher runs first")
+        int | None,
+        typer.Option(metavar="P", parser=INTEGER, help="higher runs first, among your own jobs"),
+    ] = None,
+    job_class: Annotated[
+        str | None,
+        typer.Option("--class", metavar="C", help="the class (QoS) it runs in (`trainq users`)"),
     ] = None,
     hp: Annotated[
         list[str] | None,
@@ -235,6 +269,15 @@ def submit(
             "K=V",
             KEY_VALUE,
             "hyperparameter (repeatable; replaces the file's entry of that name)",
+        ),
+    ] = None,
+    sweep: Annotated[
+        list[str] | None,
+        _repeated(
+            "--sweep",
+            "K=V1,V2",
+            SWEEP,
+            "submit one job per point of the grid of these values (repeatable; one group)",
         ),
     ] = None,
     channel: Annotated[
@@ -297,17 +340,18 @@ def submit(
 ) -> argparse.Namespace:
     return _parsed(
         ctx, "submit", socket=socket, file=file, name=name, gpus=gpus, priority=priority,
-        hp=list(hp or []), channel=list(channel or []), env=list(env or []),
+        job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait, json=json,
-        command_argv=list(command_argv or []),
+        command_argv=list(command_argv or []), sweep=list(sweep or []),
     )  # fmt: skip
 
 
 @app.command(short_help="stop a job (SIGTERM, grace, SIGKILL)", context_settings=JOB_COMMAND)
 def stop(
     ctx: typer.Context,
-    job: UnfinishedJob,
+    job: OptionalUnfinishedJob = None,
+    group: GroupOption = None,
     grace: Annotated[
         float | None,
         typer.Option(
@@ -318,8 +362,10 @@ def stop(
     ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Stop a job: SIGTERM, its grace, then SIGKILL. Prints the state it is in now."""
-    return _parsed(ctx, "stop", socket=socket, job=job, grace=grace)
+    """Stop a job: SIGTERM, its grace, then SIGKILL. Prints the state it is in now. With
+    --group, every unfinished job of the group that you may stop."""
+    _job_or_group(ctx, job, group)
+    return _parsed(ctx, "stop", socket=socket, job=job, group=group, grace=grace)
 
 
 @app.command(short_help="list jobs (unfinished ones by default)")
@@ -332,13 +378,20 @@ def ls(
         str | None, typer.Option(metavar="S", parser=STATE, help="only jobs in this state")
     ] = None,
     wide: Annotated[bool, typer.Option("--wide", help="absolute times, full reasons")] = False,
+    group: Annotated[
+        int | None,
+        typer.Option(
+            metavar="G", parser=JOB_ID, help="only this sweep's jobs, ended ones included"
+        ),
+    ] = None,
     json: Json = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
     """List jobs: unfinished ones, or all with --all."""
     return _parsed(
-        ctx, "ls", socket=socket, all=all_jobs, user=user, state=state, wide=wide, json=json
-    )
+        ctx, "ls", socket=socket, all=all_jobs, user=user, state=state, wide=wide, json=json,
+        group=group,
+    )  # fmt: skip
 
 
 @app.command(short_help="everything about one job", context_settings=JOB_COMMAND)
@@ -378,9 +431,16 @@ def logs(
 
 
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)
-def wait(ctx: typer.Context, job: AnyJob, socket: Socket = None) -> argparse.Namespace:
-    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED."""
-    return _parsed(ctx, "wait", socket=socket, job=job)
+def wait(
+    ctx: typer.Context,
+    job: OptionalAnyJob = None,
+    group: GroupOption = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED. With
+    --group, for every job of the group: exit 0 only if all of them COMPLETED."""
+    _job_or_group(ctx, job, group)
+    return _parsed(ctx, "wait", socket=socket, job=job, group=group)
 
 
 @app.command(short_help="the GPUs and who holds them")
@@ -417,6 +477,95 @@ def report(
     if json and csv:
         raise _UsageError("argument --csv: not allowed with argument --json", ctx)
     return _parsed(ctx, "report", socket=socket, since=since, by=by, json=json, csv=csv)
+
+
+@app.command(short_help="each user's recent usage, share, running and waiting jobs")
+def users(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argparse.Namespace:
+    """Each user's GPU-hours of late (halved every fair share half-life), their share, and
+    their running and waiting jobs and GPUs: fair share starts the lowest usage's jobs first."""
+    return _parsed(ctx, "users", socket=socket, json=json)
+
+
+# -- sharing the workstation (trainq.sharing_commands) ---------------------------------
+
+Jobs = Annotated[list[int], typer.Argument(metavar="JOB...", parser=JOB_ID, autocompletion=any_job)]
+GpuIndices = Annotated[
+    str | None,
+    typer.Option(
+        "--gpus", metavar="2,3", parser=GPU_INDICES, help="these GPUs (default: the whole host)"
+    ),
+]
+
+
+@app.command(short_help="keep pending jobs from starting", context_settings=JOB_COMMAND)
+def hold(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
+    """Keep pending jobs from starting until `trainq release` (your own jobs; an admin's
+    hold is an admin's to release)."""
+    return _parsed(ctx, "hold", socket=socket, jobs=jobs)
+
+
+@app.command(short_help="let held jobs start", context_settings=JOB_COMMAND)
+def release(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
+    """Let held jobs start again."""
+    return _parsed(ctx, "release", socket=socket, jobs=jobs)
+
+
+@app.command(short_help="change a pending job", context_settings=JOB_COMMAND)
+def update(
+    ctx: typer.Context,
+    job: UnfinishedJob,
+    *,
+    priority: Annotated[
+        int | None,
+        typer.Option(metavar="P", parser=INTEGER, help="its order among your own jobs"),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option(metavar="N", parser=COUNT, help="whole GPUs the job needs")
+    ] = None,
+    max_runtime: Annotated[
+        int | None,
+        typer.Option(metavar="S", parser=WHOLE_DURATION, help="time limit: seconds, or 30m, 12h"),
+    ] = None,
+    job_class: Annotated[
+        str | None, typer.Option("--class", metavar="C", help="the class it runs in")
+    ] = None,
+    boost: Annotated[
+        int | None,
+        typer.Option(metavar="B", parser=INTEGER, help="raise it above others' work (admins)"),
+    ] = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Change a job that has not started: the same rules as at submit."""
+    return _parsed(
+        ctx, "update", socket=socket, job=job, priority=priority, gpus=gpus,
+        max_runtime=max_runtime, job_class=job_class, boost=boost,
+    )  # fmt: skip
+
+
+@app.command(short_help="delete ended jobs, their logs and files", context_settings=JOB_COMMAND)
+def rm(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
+    """Delete ended jobs: their directories (logs, ml root, checkpoints) and records."""
+    return _parsed(ctx, "rm", socket=socket, jobs=jobs)
+
+
+@app.command(short_help="start nothing new on GPUs or the host (admins)")
+def drain(
+    ctx: typer.Context,
+    *,
+    reason: Annotated[str, typer.Option(metavar="TEXT", help="why, as others will read it")],
+    gpus: GpuIndices = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Start nothing new on these GPUs (or the whole host); running jobs finish."""
+    return _parsed(ctx, "drain", socket=socket, gpus=_indices(gpus), reason=reason)
+
+
+@app.command(short_help="lift drains (admins)")
+def resume(
+    ctx: typer.Context, gpus: GpuIndices = None, socket: Socket = None
+) -> argparse.Namespace:
+    """Lift the drains of these GPUs (default: every drain, the host's included)."""
+    return _parsed(ctx, "resume", socket=socket, gpus=_indices(gpus))
 
 
 # -- commands whose flags are defined with argparse -------------------------------------

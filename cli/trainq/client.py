@@ -11,8 +11,9 @@ because a training run may stay quiet for hours. Connecting always has a time li
 
 `Client` is also the Python library (`from trainq import Client`): besides the raw
 `request` and `stream` the CLI uses (the daemon's JSON as it came, no pydantic), it has
-typed methods (`submit`, `list`, `show`, `stop`, `logs`, `wait`, `events`) that return the
-wire records of `trainq.core.wire`, imported on first use so `import trainq` stays cheap.
+typed methods (`submit`, `submit_many`, `list`, `show`, `stop`, `stop_group`, `logs`, `wait`,
+`wait_group`, `events`, `users`) that return the wire records of `trainq.core.wire`, imported on
+first use so `import trainq` stays cheap.
 
 Errors come back as trainq's own classes (`trainq.core.errors.from_wire`), so the CLI's exit
 status follows the daemon's verdict; a socket nobody answers on is `DaemonUnreachable` with a
@@ -35,7 +36,7 @@ import random
 import socket
 import stat
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,7 +50,7 @@ from trainq.core.paths import client_socket
 
 if TYPE_CHECKING:
     from trainq.core.spec import JobSpec
-    from trainq.core.wire import EventRecord, JobRecord
+    from trainq.core.wire import EventRecord, GroupStopped, JobRecord, SubmittedGroup, UserList
 
 CONNECT_TIMEOUT = 5.0
 BUSY_RETRY_SECONDS = 3.0
@@ -392,13 +393,56 @@ class Client:
         _, record = self.request("POST", "/v1/jobs", json=body)
         return JobRecord.model_validate(record)
 
+    def submit_many(
+        self, specs: Iterable[Mapping[str, Any] | JobSpec], **fields: Any
+    ) -> SubmittedGroup:
+        """Submit several jobs in one request, queued together in one transaction as one
+        group (the first job's id; `list(group=...)`, `stop_group`, `wait_group`): each
+        spec as `submit` takes it, with `fields` over every one. Nothing is queued if any
+        spec is refused; the error names its index (`jobs[3]: ...`)."""
+        from trainq.core.wire import SubmittedGroup  # noqa: PLC0415 (pydantic on first use)
+        from trainq.specfile import SubmitFlags, build_spec  # noqa: PLC0415
+
+        cwd, bodies = Path.cwd(), []
+        for spec in specs:
+            data = (
+                dict(spec)
+                if isinstance(spec, Mapping)
+                else spec.model_dump(mode="json", exclude_unset=True)
+            )
+            data.update(fields)
+            bodies.append(build_spec(data, SubmitFlags(), cwd, os.environ))
+        _, answer = self.request("POST", "/v1/jobs", json=bodies)
+        return SubmittedGroup.model_validate(answer)
+
+    def stop_group(self, group: int, *, grace_seconds: float | None = None) -> GroupStopped:
+        """Stop every unfinished job of the group that you may stop."""
+        from trainq.core.wire import GroupStopped  # noqa: PLC0415
+
+        body = {} if grace_seconds is None else {"grace_seconds": grace_seconds}
+        _, answer = self.request("POST", f"/v1/groups/{int(group)}/stop", json=body)
+        return GroupStopped.model_validate(answer)
+
+    def wait_group(self, group: int) -> builtins.list[JobRecord]:
+        """Block until every job of the group has ended; their final records."""
+        from trainq.groups import follow_group  # noqa: PLC0415
+
+        follow_group(self, int(group))
+        return self.list(include_ended=True, group=group)
+
     def list(
-        self, *, include_ended: bool = False, state: str | None = None, user: str | None = None
+        self,
+        *,
+        include_ended: bool = False,
+        state: str | None = None,
+        user: str | None = None,
+        group: int | None = None,
     ) -> builtins.list[JobRecord]:
-        """Jobs, unfinished ones unless `include_ended` (every page, oldest first)."""
+        """Jobs, unfinished ones unless `include_ended` (every page, oldest first); with
+        `group`, only that group's."""
         from trainq.core.wire import JobRecord  # noqa: PLC0415
 
-        query = {"all": include_ended, "state": state, "user": user}
+        query = {"all": include_ended, "state": state, "user": user, "group": group}
         return [JobRecord.model_validate(job) for job in self.all_jobs(query)]
 
     def show(self, job_id: int) -> JobRecord:
@@ -408,6 +452,14 @@ class Client:
         _, record = self.request("GET", f"/v1/jobs/{int(job_id)}")
         return JobRecord.model_validate(record)
 
+    def users(self) -> UserList:
+        """Each user's recent usage (decayed with the fair share half-life), share of all
+        users' GPU-hours, and running and waiting jobs and GPUs."""
+        from trainq.core.wire import UserList  # noqa: PLC0415
+
+        _, listing = self.request("GET", "/v1/users")
+        return UserList.model_validate(listing)
+
     def stop(self, job_id: int, *, grace_seconds: float | None = None) -> JobRecord:
         """Stop a job (SIGTERM, the grace, SIGKILL); the record as it is now (STOPPING or
         STOPPED). Forbidden for another user's job, Conflict for one that has ended."""
@@ -416,6 +468,50 @@ class Client:
         body = {} if grace_seconds is None else {"grace_seconds": grace_seconds}
         _, record = self.request("POST", f"/v1/jobs/{int(job_id)}/stop", json=body)
         return JobRecord.model_validate(record)
+
+    def hold(self, job_id: int) -> JobRecord:
+        """Keep a pending job from starting until `release`; Conflict once it has started."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        _, record = self.request("POST", f"/v1/jobs/{int(job_id)}/hold")
+        return JobRecord.model_validate(record)
+
+    def release(self, job_id: int) -> JobRecord:
+        """Let a held job start; Forbidden for a hold an admin placed (unless you are one)."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        _, record = self.request("POST", f"/v1/jobs/{int(job_id)}/release")
+        return JobRecord.model_validate(record)
+
+    def update(self, job_id: int, **changes: Any) -> JobRecord:
+        """Change a pending job: `priority`, `gpus`, `max_runtime_seconds`, `class`
+        (pass it as `job_class`) or, for admins, `boost`; the rules of a submission apply."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        if "job_class" in changes:
+            changes["class"] = changes.pop("job_class")
+        _, record = self.request("PATCH", f"/v1/jobs/{int(job_id)}", json=changes)
+        return JobRecord.model_validate(record)
+
+    def remove(self, job_id: int) -> int:
+        """Delete an ended job's directory, logs and records; the files and directories
+        removed. Conflict for a job that has not ended."""
+        _, answer = self.request("DELETE", f"/v1/jobs/{int(job_id)}")
+        return int(answer["files"])
+
+    def drain(self, reason: str, gpus: builtins.list[int] | None = None) -> Any:
+        """Start nothing new on `gpus` (None: the whole host); admins only. Every drain now."""
+        body: dict[str, Any] = {"reason": reason}
+        if gpus is not None:
+            body["gpus"] = builtins.list(gpus)
+        _, answer = self.request("POST", "/v1/drain", json=body)
+        return answer["drains"]
+
+    def resume(self, gpus: builtins.list[int] | None = None) -> Any:
+        """Lift the drains of `gpus` (None: every drain); admins only. The drains left."""
+        body = {} if gpus is None else {"gpus": builtins.list(gpus)}
+        _, answer = self.request("POST", "/v1/resume", json=body)
+        return answer["drains"]
 
     def logs(self, job_id: int, *, stream: str = "both", attempt: int | None = None) -> str:
         """The output of the job's attempt (the last unless `attempt`) so far, as text;

@@ -80,6 +80,10 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
             "(trainq submit [options] -- python3 train.py), or give --image IMAGE or -f SPEC"
         )
     client = ctx.client()
+    if getattr(args, "sweep", None):
+        from trainq import groups  # noqa: PLC0415 (only a sweep needs it)
+
+        return groups.submit_sweep(ctx, client, spec, args)
     _, job = client.request("POST", "/v1/jobs", json=spec)
     # The id (or record) goes out before any waiting, so `id=$(trainq submit --wait ...)`
     # style scripts and a person watching both see it at once.
@@ -92,6 +96,10 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
 def wait(ctx: Context, args: argparse.Namespace) -> int:
     """Block until the job has ended; the exit status says how it ended."""
     client = ctx.client()
+    if getattr(args, "group", None) is not None:
+        from trainq import groups  # noqa: PLC0415
+
+        return groups.wait_group(ctx, client, args.group)
     _, job = client.request("GET", _job_path(args.job))
     if job.get("state") in TERMINAL:
         report_end(ctx, job)
@@ -102,6 +110,10 @@ def wait(ctx: Context, args: argparse.Namespace) -> int:
 def stop(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/jobs/{id}/stop; prints the state the job is in now (STOPPING or STOPPED)."""
     body = {} if args.grace is None else {"grace_seconds": args.grace}
+    if getattr(args, "group", None) is not None:
+        from trainq import groups  # noqa: PLC0415
+
+        return groups.stop_group(ctx, args.group, body)
     _, job = ctx.client().request("POST", _job_path(args.job, "/stop"), json=body)
     ctx.print(str(job.get("state", "?")))
     return 0
@@ -109,8 +121,11 @@ def stop(ctx: Context, args: argparse.Namespace) -> int:
 
 def ls(ctx: Context, args: argparse.Namespace) -> int:
     """GET /v1/jobs: a table of jobs (unfinished ones unless --all or an ended --state)."""
-    everything = args.all or (args.state is not None and args.state in TERMINAL)
-    query = {"all": everything, "state": args.state, "user": args.user}
+    group = getattr(args, "group", None)  # a sweep's jobs: ended ones too
+    everything = (
+        args.all or group is not None or (args.state is not None and args.state in TERMINAL)
+    )
+    query = {"all": everything, "state": args.state, "user": args.user, "group": group}
     client = ctx.client()
     if args.all:
         # --all pages through every job; without it, one page and a hint when more match.
@@ -130,7 +145,10 @@ def ls(ctx: Context, args: argparse.Namespace) -> int:
 
     ctx.print(job_table(jobs, options_for(ctx.stdout, ctx.environ, ctx.now()), wide=args.wide))
     if body.get("next"):
-        ctx.say(f"showing {len(jobs)} of {body.get('total')}; `trainq ls --all` lists them all")
+        more = "" if group is None else f" --group {group}"
+        ctx.say(
+            f"showing {len(jobs)} of {body.get('total')}; `trainq ls{more} --all` lists them all"
+        )
     return 0
 
 
@@ -185,6 +203,13 @@ def report(ctx: Context, args: argparse.Namespace) -> int:
     return usage.run(ctx, args)
 
 
+def users(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/users: each user's recent usage, share and work (trainq.users)."""
+    from trainq import users as shares  # noqa: PLC0415 (rich only where it draws)
+
+    return shares.run(ctx, args)
+
+
 def top(ctx: Context, args: argparse.Namespace) -> int:
     """The live full-screen view (trainq.top)."""
     from trainq import top as live_view  # noqa: PLC0415 (rich only where it draws)
@@ -199,6 +224,18 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     return export_command.export(ctx, args)
 
 
+def _sharing(name: str) -> Command:
+    """A command of trainq.sharing_commands, imported when it runs."""
+
+    def run(ctx: Context, args: argparse.Namespace) -> int:
+        from trainq import sharing_commands  # noqa: PLC0415 (only these commands need it)
+
+        command: Command = getattr(sharing_commands, name)
+        return command(ctx, args)
+
+    return run
+
+
 COMMANDS: dict[str, Command] = {
     "submit": submit,
     "stop": stop,
@@ -209,6 +246,8 @@ COMMANDS: dict[str, Command] = {
     "gpus": gpus,
     "health": health,
     "report": report,
+    "users": users,
     "top": top,
     "export": export,
+    **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

@@ -189,8 +189,18 @@ def health_line(health: Mapping[str, Any], now: datetime) -> str:
         f"trainqd {health.get('version', '?')} {health.get('status', '?')}, up {uptime} "
         f"(pid {health.get('pid', '?')}); {health.get('gpus', '?')} GPUs "
         f"({health.get('gpu_backend', '?')}), {health.get('cpu_slots', '?')} CPU slots; "
-        f"jobs: {jobs or 'none'}"
+        f"jobs: {jobs or 'none'}{_draining(health.get('drains'))}"
     )
+
+
+def _draining(drains: Any) -> str:
+    """`; draining: host` or `; draining: GPUs 2,3`; nothing while nothing is drained."""
+    if not isinstance(drains, list) or not drains:
+        return ""
+    gpus = [d.get("gpu") for d in drains if isinstance(d, dict)]
+    if None in gpus:
+        return "; draining: yes, the whole host"
+    return "; draining: yes, GPUs " + ",".join(str(gpu) for gpu in gpus)
 
 
 def pretty_json(body: Any) -> str:

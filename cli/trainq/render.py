@@ -191,6 +191,9 @@ def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: b
     for job in jobs:
         owner = job.get("owner")
         reason = job_reason(job)
+        if job.get("state") == "PENDING" and isinstance(job.get("place"), int):
+            # Its place in the queue at the last plan: 1 is considered first.
+            reason = f"#{job['place']} {reason}"
         row = [
             str(job.get("id", "?")),
             str(job.get("name", "")),
@@ -219,7 +222,12 @@ def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
     backend = gpu_list.get("backend", "?")
     if not gpus:
         return f"no GPUs (backend: {backend}); jobs with gpus = 0 still run\n"
-    headers = ("INDEX", "NAME", "UUID", "MEMORY", "JOB", "OTHER PIDS", "AVAILABLE")
+    headers: tuple[str, ...] = ("INDEX", "NAME", "UUID", "MEMORY", "JOB", "OTHER PIDS")
+    headers += ("AVAILABLE",)
+    # A drained GPU takes no new job: who drained it and why, in a column of its own that
+    # appears only while something is drained.
+    drained = any(isinstance(gpu.get("drain"), dict) for gpu in gpus)
+    headers += ("DRAINED",) if drained else ()
     rows = []
     for gpu in gpus:
         used, total = gpu.get("memory_used_mib"), gpu.get("memory_total_mib")
@@ -233,11 +241,22 @@ def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
                 "-" if job_id is None else str(job_id),
                 ",".join(str(pid) for pid in gpu.get("foreign_pids") or []) or "-",
                 "yes" if gpu.get("available") else "no",
+                *([_drained_cell(gpu.get("drain"))] if drained else []),
             ]
         )
-    table, width = _table([Column(h) for h in headers], rows, opts)
+    columns = [Column(h, free_text=h == "DRAINED") for h in headers]
+    table, width = _table(columns, rows, opts)
     note = "" if backend == "nvml" else f"(backend: {backend})\n"
+    host = gpu_list.get("host_drain")
+    if isinstance(host, dict):
+        note += f"DRAINED: the whole host, {_drained_cell(host)}; nothing new starts\n"
     return _render(opts, [table], width) + note
+
+
+def _drained_cell(drain: Any) -> str:
+    if not isinstance(drain, dict):
+        return "-"
+    return one_line(f"by {drain.get('by', '?')}: {drain.get('reason', '')}")
 
 
 # --- `show` ---
@@ -255,6 +274,7 @@ _DETAIL_ORDER = (
     "job_dir",
     *_TIME_FIELDS[:3],
     "pending_reason",
+    "place",
     "next_attempt_at",
     "failure_reason",
     "stop_reason",
@@ -269,6 +289,7 @@ _SPEC_ORDER = (
     "working_dir",
     "gpus",
     "priority",
+    "class",
     "max_runtime_seconds",
     "stop_grace_seconds",
     "max_retries",

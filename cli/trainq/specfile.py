@@ -47,6 +47,7 @@ class SubmitFlags(NamedTuple):
     name: str | None = None
     gpus: int | None = None
     priority: int | None = None
+    job_class: str | None = None
     hyperparameters: Sequence[tuple[str, str]] = ()
     environment: Sequence[tuple[str, str | None]] = ()  # None: take the value from our own
     channels: Sequence[ChannelFlag] = ()
@@ -66,6 +67,7 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         name=args.name,
         gpus=args.gpus,
         priority=args.priority,
+        job_class=getattr(args, "job_class", None),
         hyperparameters=args.hp,
         environment=args.env,
         channels=args.channel,
@@ -282,6 +284,7 @@ def build_spec(
         "name": flags.name,
         "gpus": flags.gpus,
         "priority": flags.priority,
+        "class": flags.job_class,
         "max_runtime_seconds": flags.max_runtime_seconds,
         "stop_grace_seconds": flags.stop_grace_seconds,
         "max_retries": flags.max_retries,

@@ -1,33 +1,40 @@
 """What a spec must satisfy on this host before it is queued (the checks the spec model
 cannot make alone): GPUs the host has, an installed engine, images the configuration
-allows, paths the submitter can read, and who may run an image as root. Each refusal is one
+allows, paths the submitter can read, who may run an image as root, and a class the
+submitter may use. Each refusal is one
 line naming what to change.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from trainq.core.errors import InvalidSpec
 from trainq.core.spec import JobSpec
 from trainqd.access import check_job_paths
 from trainqd.authorization import Authorizer
+from trainqd.classes import JobClass, class_of
 from trainqd.engine import EngineName, find_engine
 from trainqd.identity import account
 from trainqd.image_policy import check_image
+from trainqd.planner import DEFAULT_CLASS
 from trainqd.store import JobOwner
 
 
 @dataclass(frozen=True)
 class HostFacts:
-    gpu_backend: str  # nvml | fake | none
+    gpu_backend: str  # nvml | fake | none, or slurm (the back end's sbatch judges GPUs)
     gpu_count: int
     default_engine: EngineName | None
     allowed_images: tuple[str, ...] = ("*",)
+    # The administrator's classes (config.job_classes) and the one a job naming none gets.
+    classes: Mapping[str, JobClass] = field(default_factory=lambda: {DEFAULT_CLASS: JobClass()})
+    default_class: str = DEFAULT_CLASS
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
-    if spec.gpus <= host.gpu_count:
+    if spec.gpus <= host.gpu_count or host.gpu_backend == "slurm":
         return
     if host.gpu_count == 0:
         raise InvalidSpec(
@@ -37,10 +44,26 @@ def check_gpus(spec: JobSpec, host: HostFacts) -> None:
     raise InvalidSpec(f"the job asks for {spec.gpus} GPUs but this host has {host.gpu_count}")
 
 
+def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:
+    """The class a job runs in must exist, be one `uid` may use, and allow its time limit."""
+    name = class_of(spec.job_class, host.default_class)
+    job_class = host.classes.get(name)
+    if job_class is None:
+        raise InvalidSpec(f"no class {name!r}; the classes are {', '.join(sorted(host.classes))}")
+    authorizer.require_class(uid, name, job_class)
+    most = job_class.max_runtime_seconds
+    if most is not None and (spec.max_runtime_seconds is None or spec.max_runtime_seconds > most):
+        raise InvalidSpec(
+            f"class {name!r} runs jobs for at most {most} s: "
+            f"set max_runtime_seconds (--max-runtime) to {most} or less"
+        )
+
+
 async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> JobOwner:
     """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden."""
     owner = authorizer.owner_for_submit(uid)
     check_gpus(spec, host)
+    check_class(spec, uid, host, authorizer)
     if spec.image is not None:
         find_engine(spec.engine, host.default_engine)
         check_image(spec.image, host.allowed_images)
@@ -48,3 +71,11 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
             authorizer.require_run_as_root(uid)
     await check_job_paths(spec, account(uid))
     return owner
+
+
+def check_change(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:
+    """A pending job's changed spec (`trainq update` by `uid`: its owner or an admin): the
+    checks of `admit` that the keys a change may touch (GPUs, time limit, priority, class)
+    depend on. Its command, image and paths are as they were admitted."""
+    check_gpus(spec, host)
+    check_class(spec, uid, host, authorizer)

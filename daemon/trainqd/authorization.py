@@ -2,8 +2,10 @@
 
 Anyone may list and show jobs, but a job's failure reasons, environment values and
 hyperparameter values are shown whole to its owner and the admins alone; only a job's owner,
-root, or a member of `admin_group` may stop it or read its logs; only root and the admins may
-run an image as root. A trainqd that is not root can only run jobs as its own user, so it
+root, or a member of `admin_group` may stop it, read its logs, hold it, release it, change it
+while it waits or remove it once it has ended; a hold an admin placed is released by an admin
+alone; only root and the admins may run an image as root, drain or resume GPUs, or boost a
+job above other users' work. A trainqd that is not root can only run jobs as its own user, so it
 refuses everyone else's submissions. The API, admission and the scheduler's parts all ask
 `Authorizer`; none decides on its own.
 """
@@ -15,6 +17,7 @@ import os
 import pwd
 
 from trainq.core.errors import Forbidden
+from trainqd.classes import JobClass
 from trainqd.identity import account
 from trainqd.store import JobOwner, JobRow
 
@@ -55,13 +58,33 @@ class Authorizer:
         """The job's owner and the admins may stop it, read its logs and see it whole."""
         return uid == job.owner.uid or self.is_admin(uid)
 
+    def _admins(self) -> str:
+        return "root" + (f" or members of {self.admin_group}" if self.admin_group else "")
+
     def require_manage(self, uid: int, job: JobRow, action: str = "stop") -> None:
         if self.may_manage(uid, job):
             return
-        who = "root" + (f" or members of {self.admin_group}" if self.admin_group else "")
         raise Forbidden(
-            f"job {job.id} belongs to {job.owner.user}; only its owner or {who} may {action} it"
+            f"job {job.id} belongs to {job.owner.user}; "
+            f"only its owner or {self._admins()} may {action} it"
         )
+
+    def require_release(self, uid: int, job: JobRow) -> None:
+        """The owner may release their own hold; a hold placed by anyone else (an admin, as
+        only the owner and the admins may hold) is an admin's to release."""
+        self.require_manage(uid, job, "release")
+        if job.held_by in (None, job.owner.user) or self.is_admin(uid):
+            return
+        raise Forbidden(
+            f"job {job.id} was held by {job.held_by}, an admin; only {self._admins()} "
+            "may release it"
+        )
+
+    def require_admin(self, uid: int, action: str) -> None:
+        """Acts on the whole workstation (draining GPUs, raising a job above other users'
+        work) are the admins' alone."""
+        if not self.is_admin(uid):
+            raise Forbidden(f"only {self._admins()} may {action}")
 
     def may_see_details(self, uid: int, job: JobRow) -> bool:
         """Whether `uid` reads the job's failure reasons, environment and hyperparameter
@@ -74,3 +97,20 @@ class Authorizer:
                 "run_as_root runs the image as root on this host's files; only root or the "
                 "admin group may ask for it"
             )
+
+    def require_class(self, uid: int, name: str, job_class: JobClass) -> None:
+        """A class with `users` or `groups` is theirs (and the admins') alone."""
+        if not job_class.restricted or self.is_admin(uid):
+            return
+        acct = account(uid)
+        if acct.user in (job_class.users or ()) or str(uid) in (job_class.users or ()):
+            return
+        for group in job_class.groups or ():
+            try:
+                gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+            except KeyError:
+                continue
+            if gid in acct.groups:
+                return
+        who = ", ".join([*(job_class.users or ()), *(f"group {g}" for g in job_class.groups or ())])
+        raise Forbidden(f"class {name!r} is for {who or 'nobody'}; {acct.user} may not use it")

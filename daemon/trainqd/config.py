@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import grp
 import os
+import pwd
 import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainq.core.paths import SYSTEM_CONFIG, default_daemon_socket, default_state_dir
 from trainq.core.spec import describe_validation_error
+from trainqd.classes import JobClass
+from trainqd.classes import check_name as check_class_name
+from trainqd.planner import DEFAULT_CLASS
 
 GPU_SPEC_RE = re.compile(r"^(auto|nvml|none|fake:[1-9][0-9]*|fake:/.+)$")
 # Linux's capabilities (capabilities(7)), the names `--cap-add` takes with or without CAP_.
@@ -63,6 +67,8 @@ class Config(BaseModel):
     default_engine: Literal["docker", "podman"] | None = None
     max_running_jobs_per_user: Annotated[int, Field(ge=0)] = 0
     max_gpus_per_user: Annotated[int, Field(ge=0)] = 0
+    # The most jobs one request may submit (the list form of POST /v1/jobs, a sweep).
+    max_jobs_per_submit: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     # How often GPUs are re-read while jobs wait: a process trainq did not start may leave a GPU
     # at any time, and NVML offers no event for that.
     gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
@@ -100,6 +106,71 @@ class Config(BaseModel):
     # How long a client may take to send a whole request (and a new connection its first
     # one): a request dribbled in byte by byte is cut off with a 408.
     request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    # -- where jobs run (daemon/trainqd/slurm_backend.py) --
+    # "local": on this host, under trainq's monitors. "slurm": every job is handed to Slurm
+    # (sbatch as its owner) and followed with squeue every `slurm_poll_seconds`; the
+    # state dir must then be on a filesystem the cluster's nodes share.
+    backend: Literal["local", "slurm"] = "local"
+    slurm_poll_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    slurm_partition: str | None = None  # sbatch --partition; unset: the cluster's default
+    # The Python with trainq that the nodes run each step with, as the job's owner (unset:
+    # trainqd's own, which users must then be able to run).
+    slurm_python: Path | None = None
+    # How many processes (threads included) one user's jobs may have at once: a fork bomb in
+    # a job then ends at this cap instead of taking every pid from trainqd and the other
+    # users. The kernel's RLIMIT_NPROC for subprocess jobs (it counts all of the user's
+    # processes, so a user with many of their own may start none), podman's and docker's
+    # --pids-limit per container. "auto" is an eighth of the kernel's pid_max, at least 1024;
+    # 0 leaves only the kernel's limits.
+    max_processes_per_user: Literal["auto"] | Annotated[int, Field(ge=0, le=4194304)] = "auto"
+    # Ended jobs older than this many days are removed, directory and rows, as `trainq rm`
+    # removes one (daemon/trainqd/retention.py); 0 keeps them forever.
+    retention_days: Annotated[float, Field(ge=0, le=36500)] = 0.0
+    # -- sharing: fair share, classes, preemption (docs/architecture.md, "Sharing") --
+    # Users' recent GPU (and CPU-slot) time orders their waiting jobs against each other's,
+    # halved every this many days; 0 turns fair share off (boost, weight, priority, submit).
+    fair_share_half_life_days: Annotated[float, Field(ge=0, le=3650)] = 7.0
+    # The class of a job that names none; with no [classes.NAME] tables, the one class.
+    default_class: str = DEFAULT_CLASS
+    classes: dict[str, JobClass] = Field(default_factory=dict)
+    # A waiting job of a class that may preempt takes GPUs from preemptible jobs only when
+    # nothing frees enough of them within this many seconds (or it cannot be foreseen)...
+    preempt_after_seconds: Annotated[float, Field(ge=0, le=365 * 86400)] = 300.0
+    # ...and never from an attempt that has run less than this.
+    min_runtime_before_preemption_seconds: Annotated[float, Field(ge=0, le=365 * 86400)] = 600.0
+
+    @field_validator("classes")
+    @classmethod
+    def _class_names(cls, value: dict[str, JobClass]) -> dict[str, JobClass]:
+        for name in value:
+            check_class_name(name)
+        return value
+
+    @model_validator(mode="after")
+    def _default_class(self) -> Config:
+        check_class_name(self.default_class)
+        if self.classes and self.default_class not in self.classes:
+            raise ValueError(
+                f"default_class {self.default_class!r} is not one of the classes "
+                f"({', '.join(sorted(self.classes))})"
+            )
+        return self
+
+    @property
+    def job_classes(self) -> dict[str, JobClass]:
+        """The configured classes, or the one implicit class."""
+        return self.classes or {self.default_class: JobClass()}
+
+    def process_cap(self) -> int:
+        """max_processes_per_user as a number (0: no cap of trainq's)."""
+        if self.max_processes_per_user != "auto":
+            return self.max_processes_per_user
+        try:
+            with open("/proc/sys/kernel/pid_max") as f:
+                pid_max = int(f.read())
+        except (OSError, ValueError):
+            pid_max = 32768  # the kernel's own default
+        return max(1024, pid_max // 8)
 
     @field_validator("container_capabilities")
     @classmethod
@@ -142,7 +213,7 @@ class Config(BaseModel):
     def socket_mode_bits(self) -> int:
         return int(self.socket_mode, 8)
 
-    @field_validator("fake_gpu_device_dir")
+    @field_validator("fake_gpu_device_dir", "slurm_python")
     @classmethod
     def _absolute_or_unset(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_absolute():
@@ -190,6 +261,33 @@ def check_groups(config: Config, where: str) -> None:
             grp.getgrnam(name)
         except KeyError:
             raise ConfigError(f"{where}: {key}: group {name!r} does not exist") from None
+    for class_name, job_class in config.classes.items():
+        for group in job_class.groups or ():
+            if not group.isdigit() and not _group_exists(group):
+                raise ConfigError(
+                    f"{where}: classes.{class_name}.groups: group {group!r} does not exist"
+                )
+        for user in job_class.users or ():
+            if not user.isdigit() and not _user_exists(user):
+                raise ConfigError(
+                    f"{where}: classes.{class_name}.users: user {user!r} does not exist"
+                )
+
+
+def _group_exists(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def load_config(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:

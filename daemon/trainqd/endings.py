@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import anyio
 import structlog
@@ -21,7 +22,7 @@ from trainqd.jobdir import JobDirs
 from trainqd.leftovers import end_attempt_cgroup, kill_attempt
 from trainqd.monitor.records import ExitRecord
 from trainqd.outcomes import judge_end
-from trainqd.store import JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
 from trainqd.unrecorded import Backlog
 
 log = structlog.get_logger("trainqd.endings")
@@ -52,7 +53,11 @@ class AttemptEnds:
         default_engine: engine.EngineName | None,
         instance: str,
         changed: Callable[[], None],
+        on_ended: Callable[[JobRow, AttemptRow, float], None] | None = None,
     ) -> None:
+        """`on_ended(job, attempt, ended_at)`: told of each recorded end (fair share's
+        usage, policy.py)."""
+        self._on_ended = on_ended
         self._store = store
         self._dirs = dirs
         self._sampler = sampler
@@ -117,6 +122,11 @@ class AttemptEnds:
             return
         self._unrecorded.recorded(job_id)
         sampling.keep_summary(self._store, self._sampler, job_id, number)
+        if self._on_ended is not None:
+            for attempt in attempts:
+                if attempt.number == number:
+                    begun = attempt.started_at if result.started_at is None else result.started_at
+                    self._on_ended(job, replace(attempt, started_at=begun), result.ended_at)
         if record is not None and record.opt_ml is not None:
             try:
                 self._store.record_opt_ml(job_id, number, record.opt_ml)

@@ -97,6 +97,7 @@ def run_argv(
     real_gpus: bool,
     capabilities: Sequence[str] = (),
     passed_env: Sequence[str] = (),
+    pids_limit: int = 0,
 ) -> list[str]:
     argv = [
         engine.path,
@@ -122,6 +123,8 @@ def run_argv(
     for key in passed_env:
         argv += ["--env", key]
     argv += confinement_options(engine, capabilities)
+    if pids_limit:
+        argv += ["--pids-limit", str(pids_limit)]
     if user is not None:
         argv += ["--user", f"{user[0]}:{user[1]}"]
         for gid in groups:

@@ -11,6 +11,8 @@
     <state>/jobs/<id>/attempts/<n>.stop  trainqd's stop request to that monitor
     <state>/jobs/<id>/attempts/<n>.monitor  that monitor's pid, written before it drops to
                                          the owner (the only place a later trainqd takes it)
+    <state>/jobs/<id>/attempts/<n>.slurm  the Slurm job trainqd handed that attempt to
+                                         (backend = "slurm"; a later trainqd follows it)
 
 trainqd only ever creates directories here, each inside one of its own, and hands them over
 with chown before anyone else can write to them; it never writes inside a directory a job's
@@ -72,6 +74,9 @@ class JobDirs:
 
     def monitor_info_file(self, job_id: int, number: int) -> Path:
         return Path(monitor_info_path(str(self.job_dir(job_id) / "attempts"), number))
+
+    def slurm_record_file(self, job_id: int, number: int) -> Path:
+        return self.job_dir(job_id) / "attempts" / f"{number}.slurm"
 
     def ensure_root(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o755)

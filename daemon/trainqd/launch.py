@@ -34,6 +34,7 @@ class LaunchSettings:
     # The administrator's: capabilities a container keeps, images a user may run.
     container_capabilities: tuple[str, ...] = ()
     allowed_images: tuple[str, ...] = ("*",)
+    max_processes: int = 0  # per user (config.max_processes_per_user); 0: no cap of ours
 
 
 def stop_grace(job: JobRow, default: float) -> float:
@@ -173,6 +174,7 @@ def build_launch(at: Attempt, now: float) -> BuiltLaunch:
             container=container,
             ml_files=contract.config_files(spec),
             file_channels=file_channels,
+            max_processes=at.settings.max_processes,
         )
 
     if spec.image is None:
@@ -257,6 +259,7 @@ def _container_launch(at: Attempt, launch: Callable[..., Launch]) -> BuiltLaunch
         gpu_uuids=gpus.uuids,
         real_gpus=settings.real_gpus,
         capabilities=settings.container_capabilities,
+        pids_limit=settings.max_processes,
         passed_env=list(from_client),
     )
     return BuiltLaunch(

@@ -26,7 +26,7 @@ import anyio
 import structlog
 
 from trainq.core import __version__
-from trainqd import cgroups, daemon_log, loop_lag, sdnotify
+from trainqd import cgroups, daemon_log, loop_lag, retention, sdnotify
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
 from trainqd.api.quotas import (
     descriptors_needed,
@@ -208,6 +208,8 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
         async with anyio.create_task_group() as tg:
             await tg.start(scheduler.run)
             tg.start_soon(api.metrics.run)
+            removal = api.sharing.removal
+            tg.start_soon(retention.purge, scheduler.store, removal, config.retention_days)
             probe = api.metrics
             tg.start_soon(loop_lag.watch, probe.loop_lag.observe, probe.loop_busy.observe)
             if scrapes is not None:

@@ -5,6 +5,8 @@ exit record (or its absence). The store applies the result in one transaction.
     stopped / timed out             -> STOPPED, stop_reason says who or what
     transient failure, retries left -> PENDING again, after the policy's backoff
     monitor lost, or host shut down -> PENDING again at once (the host's doing, not the job's)
+    preempted                       -> PENDING again at once, retries not spent, keeping its
+                                       place (its submit time orders it)
     anything else                   -> FAILED, failure_reason from the attempt
 """
 
@@ -12,11 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from trainq.core.outcomes import Outcome
 from trainq.core.states import JobState
 from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.retry import Decision, Ended, RetryPolicy, signal_name
 from trainqd.store import AttemptRow, JobChanges, JobRow
 
+PREEMPTED_BY = "preempted by job "  # a preemption's stop reason: "preempted by job 12 (alice)"
 LOST_REASON = "its monitor vanished without an exit record (host restart or killed monitor)"
 
 
@@ -41,6 +45,15 @@ def describe(ended: Ended) -> str:
     if ended.outcome == "exited":
         return f"exited with status {ended.exit_code}"
     return ended.outcome.replace("_", " ")
+
+
+def is_preemption(stop_reason: str | None) -> bool:
+    return stop_reason is not None and stop_reason.startswith(PREEMPTED_BY)
+
+
+def stopped_meanwhile(job: JobRow) -> bool:
+    """A user stopped the job while it was being preempted: it ends STOPPED."""
+    return job.state == JobState.STOPPING and not is_preemption(job.stop_reason)
 
 
 def time_limit_reason(job: JobRow) -> str:
@@ -85,6 +98,22 @@ def judge_end(
 
     if ended.outcome == "exited" and ended.exit_code == 0:
         return done(JobState.COMPLETED, "completed")
+    if ended.outcome == Outcome.PREEMPTED and not stopped_meanwhile(job):
+        # Whatever the trainer did in its grace (a checkpointing trainer often exits 0), it
+        # has not finished: it resumes from its checkpoints with the next attempt.
+        who = job.stop_reason or "preempted"
+        return Verdict(
+            JobState.PENDING,
+            ended.outcome,
+            ended.exit_code,
+            ended.signal,
+            who if reason is None else f"{who}: {reason.removeprefix('preempted: ')}",
+            started_at,
+            ended_at,
+            True,
+            who,
+            JobChanges(preempted_count=job.preempted_count + 1),
+        )
     if ended.outcome == "timed_out":
         return done(
             JobState.STOPPED, "time limit", changes=JobChanges(stop_reason=time_limit_reason(job))

@@ -7,19 +7,29 @@ that cannot start can skip planning (Scheduler.submitted).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NamedTuple
 
+from trainq.core.states import JobState
 from trainqd import planner
+from trainqd.classes import JobClass
 from trainqd.gpus.base import GpuUsage
 from trainqd.launch import remaining_runtime, stop_grace
+from trainqd.rows import HOST
 from trainqd.store import JobRow
 
 grace = stop_grace  # the planner's name for it: time a stopping job still holds its GPUs
 
 
-def queued(job: JobRow, default_grace: float) -> planner.QueuedJob:
+IMPLICIT = (planner.DEFAULT_CLASS, JobClass())  # the class when none is configured
+
+
+def queued(
+    job: JobRow, default_grace: float, job_class: tuple[str, JobClass] = IMPLICIT
+) -> planner.QueuedJob:
+    """`job_class`: the job's class, its name and definition (sharing.py resolves it)."""
     remaining = remaining_runtime(job)
+    name, defined = job_class
     return planner.QueuedJob(
         id=job.id,
         priority=job.priority,
@@ -32,15 +42,40 @@ def queued(job: JobRow, default_grace: float) -> planner.QueuedJob:
         ),
         not_before=job.not_before,
         held_by=job.held_by,
+        boost=job.boost,
+        job_class=name,
+        weight=defined.weight,
+        may_preempt=defined.may_preempt,
     )
 
 
-def running(job: JobRow, deadline: float | None, default_grace: float) -> planner.RunningJob:
+def running(
+    job: JobRow,
+    deadline: float | None,
+    default_grace: float,
+    job_class: tuple[str, JobClass] = IMPLICIT,
+    *,
+    attempt_started: float | None = None,
+    stop_due: float | None = None,
+) -> planner.RunningJob:
+    """`stop_due`: when a stop trainq asked for (a preemption) has ended it at the latest."""
+    name, defined = job_class
+    own_grace = grace(job, default_grace)
+    expected_end = None if deadline is None else deadline + own_grace
+    if stop_due is not None:
+        expected_end = stop_due if expected_end is None else min(expected_end, stop_due)
     return planner.RunningJob(
         id=job.id,
         owner_uid=job.owner.uid,
         gpus=job.gpus,
-        expected_end=None if deadline is None else deadline + grace(job, default_grace),
+        expected_end=expected_end,
+        job_class=name,
+        boost=job.boost,
+        weight=defined.weight,
+        preemptible=defined.preemptible,
+        attempt_started=attempt_started,
+        stopping=job.state == JobState.STOPPING,
+        grace=own_grace,
     )
 
 
@@ -50,7 +85,10 @@ def capacity(
     usage: Sequence[GpuUsage] | None,
     cpu_slots: int,
     distance: Callable[[int, int], int],
+    *,
+    drains: Collection[int] = (),
 ) -> planner.Capacity:
+    """`drains`: the drained GPUs' indices, rows.HOST for the whole host (Store.drains)."""
     blocked: set[int] = set()
     if usage:
         assigned = {gpu for job in active for gpu in job.gpus}
@@ -62,16 +100,18 @@ def capacity(
         blocked=frozenset(blocked),
         cpu_slots=cpu_slots,
         distance=distance,
+        drained=frozenset(gpu for gpu in drains if gpu != HOST),
+        host_drained=HOST in drains,
     )
 
 
 class Left(NamedTuple):
-    """What a plan left: free GPUs, free CPU slots, and the priority of the first GPU job
-    left waiting (None: none waits)."""
+    """What a plan left: free GPUs, free CPU slots, and the order key (planner.queue_order)
+    of the head, the first GPU job left waiting for GPUs (None: none does)."""
 
     free_gpus: int
     free_slots: int
-    head_priority: int | None
+    head: planner.OrderKey | None
 
 
 NOTHING_LEFT = Left(0, 0, None)
@@ -82,10 +122,8 @@ def left_after(
 ) -> Left:
     """`active` as it is after the plan's starts were made."""
     held = {gpu for job in active for gpu in job.gpus}
-    started = {start.job_id for start in plan.starts}
-    waiting = [j.priority for j in pending if j.spec.gpus and j.id not in started]
     return Left(
-        free_gpus=len(set(cap.gpus) - cap.blocked - held),
+        free_gpus=len(set(cap.gpus) - cap.blocked - cap.drained - held),
         free_slots=cap.cpu_slots - sum(1 for job in active if not job.gpus),
-        head_priority=max(waiting, default=None),
+        head=plan.head_key,
     )

@@ -1,36 +1,52 @@
-"""The scheduling decision: which queued jobs start now, on which GPUs, and why the others
-wait (docs/architecture.md).
+"""The scheduling decision: which queued jobs start now, on which GPUs, which running jobs
+are preempted for them, and why the others wait (docs/architecture.md).
 
-`plan` is a pure function of the queue, the running jobs, the capacity, the limits and the
-time it is given; it reads no clock and does no I/O, so the daemon can call it on every
-event and tests can replay any situation.
+`plan` is a pure function of the queue, the running jobs, the capacity, the limits, the
+users' recent usage and the time it is given; it reads no clock and does no I/O, so the
+daemon can call it on every event and tests can replay any situation.
 
-The policy is a priority queue with EASY backfill, as batch schedulers have run it for
-decades:
+The policy is a fair-share priority queue with EASY backfill and preemption:
 
-- Jobs are considered in order: higher priority first, then earlier submission, then id.
+- Jobs are considered in order: an admin's boost first, then the class's weight, then the
+  owner's usage (fair share: the decayed GPU time, or CPU-slot time for CPU jobs, of their
+  recent attempts, plus what their running jobs will use in the next hour), then the
+  owner's own priority, then earlier submission, then id. A user's priority so orders only
+  their own jobs. Once a job starts, its owner's usage counts what it will use in the next
+  hour, so users' jobs interleave even when one of them queued a thousand at once.
 - A job that fits on free GPUs starts, on the closest free GPUs (topology.choose_gpus).
 - The first GPU job that does not fit becomes the *head*: it gets a reservation, the
   earliest time enough GPUs will be free counting the running jobs' expected ends (never,
   when that depends on a job without a time limit), and the number of GPUs that will be
   free then beyond its need (the *spare*).
+- A head whose class may preempt, and whose reservation is not within `preempt_after`
+  seconds, takes GPUs from running jobs of preemptible classes with a lower rank (boost,
+  weight) that have run at least `min_runtime` in their attempt: those that lose the least
+  work (GPU time since their attempt started), as few as let it start, and only if they
+  do. GPUs already being freed by stopping jobs count first.
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
-  GPU jobs. Per-user limits, retry backoff and holds keep a job back without it reserving
-  anything. Drained GPUs take no new job (a drained host starts nothing); the jobs running
-  on them go on.
+  GPU jobs, and are never preempted. Per-user and per-class limits, retry backoff and holds
+  keep a job back without it reserving anything. Drained GPUs take no new job (a drained
+  host starts nothing); the jobs running on them go on.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainq.core.reasons import Wait, WaitReason
 from trainqd.topology import choose_gpus
+
+DEFAULT_CLASS = "default"
+# How far ahead a running (or just started) job's use counts in its owner's usage: enough
+# that a user's next job sorts behind other users' after one of theirs starts, and short
+# enough that a job with a long time limit does not count as used before it runs.
+LOOKAHEAD = 3600.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,10 @@ class QueuedJob:
     runtime_limit: float | None  # seconds it may run once started; None = no limit
     not_before: float | None = None  # retry backoff: not startable before this time
     held_by: str | None = None  # held by this user until released: never started
+    boost: int = 0  # an admin's raise above other users' work
+    job_class: str = DEFAULT_CLASS
+    weight: int = 0  # its class's order weight
+    may_preempt: bool = False  # its class may take GPUs from preemptible jobs
 
 
 @dataclass(frozen=True)
@@ -51,6 +71,13 @@ class RunningJob:
     owner_uid: int
     gpus: tuple[int, ...]  # () for a CPU job, which holds a CPU slot
     expected_end: float | None  # None = no time limit
+    job_class: str = DEFAULT_CLASS
+    boost: int = 0
+    weight: int = 0
+    preemptible: bool = False  # its class's jobs may be preempted
+    attempt_started: float | None = None  # when its current attempt started
+    stopping: bool = False  # being stopped: its GPUs come free within its grace
+    grace: float = 0.0  # how long a stop may take
 
 
 @dataclass(frozen=True)
@@ -64,9 +91,27 @@ class Capacity:
 
 
 @dataclass(frozen=True)
+class ClassLimits:
+    max_running_jobs_per_user: int = 0  # 0 = no limit
+    max_gpus_per_user: int = 0  # 0 = no limit
+
+
+@dataclass(frozen=True)
 class Limits:
     max_running_jobs_per_user: int = 0  # 0 = no limit
     max_gpus_per_user: int = 0  # 0 = no limit
+    classes: Mapping[str, ClassLimits] = field(default_factory=dict)  # a class's own limits
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Fair share and preemption settings, and each user's recent usage."""
+
+    fair: bool = False  # order users by usage (off: boost, weight, priority, submit order)
+    gpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> decayed GPU-seconds
+    cpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> CPU-slot-seconds
+    preempt_after: float = 300.0  # preempt only when GPUs would not come free sooner
+    min_runtime: float = 600.0  # never preempt an attempt younger than this
 
 
 @dataclass(frozen=True)
@@ -76,10 +121,25 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Preemption:
+    victim: int  # the running job to stop and queue again
+    for_job: int  # the waiting job it makes room for
+
+
+@dataclass(frozen=True)
 class Plan:
     starts: list[Start] = field(default_factory=list)
     waiting: dict[int, WaitReason] = field(default_factory=dict)  # job id -> why it waits
     wake_at: float | None = None  # plan again then: a held job becomes startable
+    preemptions: list[Preemption] = field(default_factory=list)
+    # The queue's job ids in order (`trainq ls`'s place); not part of the decision.
+    order: list[int] = field(default_factory=list, compare=False)
+    # The head's order key: a job submitted later that sorts after it cannot start before
+    # the next plan (Scheduler.submitted_many).
+    head_key: OrderKey | None = field(default=None, compare=False)
+    # Each user's GPU usage as the plan ended (running and started jobs' next hour
+    # counted): what the next plan begins with, less the little that passing time takes.
+    gpu_usage: dict[int, float] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -93,8 +153,80 @@ class Reservation:
     spare: int
 
 
-def queue_order(job: QueuedJob) -> tuple[int, float, int]:
-    return (-job.priority, job.submitted_at, job.id)
+OrderKey = tuple[int, int, float, int, float, int]
+
+
+def queue_order(job: QueuedJob, usage: float = 0.0) -> OrderKey:
+    """The sort key of a queued job whose owner has used `usage` (in its pool)."""
+    return (-job.boost, -job.weight, usage, -job.priority, job.submitted_at, job.id)
+
+
+def expected_use(slots: int, runtime_limit: float | None) -> float:
+    """What a job about to start counts in its owner's usage (slot-seconds)."""
+    return slots * min(LOOKAHEAD, LOOKAHEAD if runtime_limit is None else runtime_limit)
+
+
+def _committed(job: RunningJob, now: float) -> float:
+    """What a running job will still use of its LOOKAHEAD (slot-seconds)."""
+    elapsed = 0.0 if job.attempt_started is None else max(0.0, now - job.attempt_started)
+    left = LOOKAHEAD - elapsed
+    if job.expected_end is not None:
+        left = min(left, job.expected_end - now)
+    return max(1, len(job.gpus)) * max(0.0, left)
+
+
+Lane = tuple[int, bool]  # (owner uid, a GPU job): whose usage orders the job
+
+
+class _Order:
+    """The queue in order, as a k-way merge of each lane's jobs (sorted by their own key)
+    on the lanes' usage, which `charge` raises while the plan is built. Without fair share
+    (`usage` None) it is the queue sorted once."""
+
+    def __init__(self, queue: Sequence[QueuedJob], usage: dict[Lane, float] | None) -> None:
+        self.usage = usage
+        if usage is None:
+            self._sorted = sorted(queue, key=queue_order)
+            return
+        # Each lane's jobs with their keys less the usage, the first last (popped first).
+        lanes: dict[Lane, list[tuple[tuple[int, int, int, float, int], QueuedJob]]] = {}
+        for job in queue:
+            key = (-job.boost, -job.weight, -job.priority, job.submitted_at, job.id)
+            lanes.setdefault((job.owner_uid, job.gpus > 0), []).append((key, job))
+        for jobs in lanes.values():
+            jobs.sort(reverse=True)  # keys are unique (the id): jobs are never compared
+        self._lanes = lanes
+        self._heap = [self._entry(lane) for lane in self._lanes]
+        heapq.heapify(self._heap)
+
+    def _entry(self, lane: Lane) -> tuple[OrderKey, Lane]:
+        """The lane's next job's queue_order key, with the lane's usage now."""
+        assert self.usage is not None
+        (boost, weight, priority, submitted, job_id), _ = self._lanes[lane][-1]
+        return (boost, weight, self.usage.get(lane, 0.0), priority, submitted, job_id), lane
+
+    def used(self, job: QueuedJob) -> float:
+        return 0.0 if self.usage is None else self.usage.get((job.owner_uid, job.gpus > 0), 0.0)
+
+    def charge(self, job: QueuedJob, amount: float) -> None:
+        if self.usage is not None:
+            lane = (job.owner_uid, job.gpus > 0)
+            self.usage[lane] = self.usage.get(lane, 0.0) + amount
+
+    def __iter__(self) -> Iterator[QueuedJob]:
+        if self.usage is None:
+            yield from self._sorted
+            return
+        heap = self._heap
+        while heap:
+            lane = heap[0][1]
+            jobs = self._lanes[lane]
+            yield jobs.pop()[1]
+            # After the consumer has charged the job's owner, if it did.
+            if jobs:
+                heapq.heapreplace(heap, self._entry(lane))
+            else:
+                heapq.heappop(heap)
 
 
 @dataclass
@@ -105,6 +237,8 @@ class _Pool:
     cpu_jobs: int
     jobs_by_user: Counter[int]
     gpus_by_user: Counter[int]
+    jobs_by_class: Counter[tuple[int, str]]
+    gpus_by_class: Counter[tuple[int, str]]
     # (expected end, GPUs it gives back that trainq may hand out again)
     releases: list[tuple[float, int]]
 
@@ -112,24 +246,33 @@ class _Pool:
         self.free_gpus.difference_update(gpus)
         self.jobs_by_user[job.owner_uid] += 1
         self.gpus_by_user[job.owner_uid] += len(gpus)
+        self.jobs_by_class[job.owner_uid, job.job_class] += 1
+        self.gpus_by_class[job.owner_uid, job.job_class] += len(gpus)
         if gpus:
             self.releases.append((end, len(gpus)))
         else:
             self.cpu_jobs += 1
 
 
+def _usable(capacity: Capacity) -> set[int]:
+    return set(capacity.gpus) - capacity.blocked - capacity.drained
+
+
 def _pool_of(running: Sequence[RunningJob], capacity: Capacity) -> _Pool:
-    usable = set(capacity.gpus) - capacity.blocked - capacity.drained
+    usable = _usable(capacity)
     taken = {gpu for job in running for gpu in job.gpus}
     pool = _Pool(
         free_gpus=usable - taken,
         cpu_jobs=sum(1 for job in running if not job.gpus),
         jobs_by_user=Counter(job.owner_uid for job in running),
         gpus_by_user=Counter(),
+        jobs_by_class=Counter((job.owner_uid, job.job_class) for job in running),
+        gpus_by_class=Counter(),
         releases=[],
     )
     for job in running:
         pool.gpus_by_user[job.owner_uid] += len(job.gpus)
+        pool.gpus_by_class[job.owner_uid, job.job_class] += len(job.gpus)
         returned = len(set(job.gpus) & usable)
         if returned:
             end = math.inf if job.expected_end is None else job.expected_end
@@ -157,7 +300,68 @@ def _held_by_limits(job: QueuedJob, pool: _Pool, limits: Limits) -> WaitReason |
         return WaitReason(Wait.USER_JOB_LIMIT, limit=jobs_limit)
     if gpus_limit and pool.gpus_by_user[job.owner_uid] + job.gpus > gpus_limit:
         return WaitReason(Wait.USER_GPU_LIMIT, limit=gpus_limit)
+    own = limits.classes.get(job.job_class)
+    if own is not None:
+        key = (job.owner_uid, job.job_class)
+        jobs_limit, gpus_limit = own.max_running_jobs_per_user, own.max_gpus_per_user
+        if jobs_limit and pool.jobs_by_class[key] >= jobs_limit:
+            return WaitReason(Wait.USER_JOB_LIMIT, limit=jobs_limit, of_class=job.job_class)
+        if gpus_limit and pool.gpus_by_class[key] + job.gpus > gpus_limit:
+            return WaitReason(Wait.USER_GPU_LIMIT, limit=gpus_limit, of_class=job.job_class)
     return None
+
+
+def choose_victims(
+    job: QueuedJob,
+    *,
+    free: int,
+    running: Sequence[RunningJob],
+    usable: set[int],
+    sharing: Sharing,
+    now: float,
+    spared_users: set[int],
+) -> list[RunningJob] | None:
+    """The running jobs to preempt so that `job` can start, losing the least work; None
+    when no such set exists. GPUs of jobs already stopping count first."""
+    coming = free + sum(len(set(r.gpus) & usable) for r in running if r.stopping)
+    if coming >= job.gpus:
+        return []
+    rank = (job.boost, job.weight)
+    candidates = [
+        r
+        for r in running
+        if r.preemptible
+        and not r.stopping
+        and r.gpus
+        and (r.boost, r.weight) < rank
+        and r.owner_uid not in spared_users
+        and r.attempt_started is not None
+        and now - r.attempt_started >= sharing.min_runtime
+        and set(r.gpus) & usable
+    ]
+
+    # The least work lost first: GPU time since the attempt started (what a checkpoint
+    # taken when it started would not hold), then the youngest.
+    def lost(r: RunningJob) -> tuple[float, float, int]:
+        elapsed = now - (r.attempt_started or now)
+        return (elapsed * len(r.gpus), elapsed, r.id)
+
+    candidates.sort(key=lost)
+    chosen: list[RunningJob] = []
+    for victim in candidates:
+        if coming >= job.gpus:
+            break
+        chosen.append(victim)
+        coming += len(set(victim.gpus) & usable)
+    if coming < job.gpus:
+        return None
+    # Drop any victim the others make unnecessary, the most work first.
+    for victim in reversed(list(chosen)):
+        without = coming - len(set(victim.gpus) & usable)
+        if without >= job.gpus:
+            chosen.remove(victim)
+            coming = without
+    return chosen
 
 
 def plan(
@@ -166,19 +370,41 @@ def plan(
     capacity: Capacity,
     limits: Limits,
     now: float,
+    *,
+    sharing: Sharing | None = None,
 ) -> Plan:
     """Decide which of `queue` start now; see the module docstring for the policy."""
+    sharing = sharing or Sharing()
     pool = _pool_of(running, capacity)
+    usable = _usable(capacity)
     managed = len(capacity.gpus)
     starts: list[Start] = []
     waiting: dict[int, WaitReason] = {}
+    preemptions: list[Preemption] = []
+    order: list[int] = []
     wake_at: float | None = None
     head: Reservation | None = None
+    head_key: OrderKey | None = None
     foreign = len(set(capacity.gpus) & capacity.blocked)
+    # Users one of whose GPU jobs, ahead of the head, waits for a per-user limit: preempting
+    # their job would free that limit, and the freed GPUs could go to that job instead.
+    limited: set[int] = set()
 
     undrained = len(set(capacity.gpus) - capacity.drained)
+    usage: dict[Lane, float] | None = None
+    if sharing.fair:
+        usage = {}
+        for uid, used in sharing.gpu_usage.items():
+            usage[uid, True] = used
+        for uid, used in sharing.cpu_usage.items():
+            usage[uid, False] = used
+        for r in running:
+            lane = (r.owner_uid, bool(r.gpus))
+            usage[lane] = usage.get(lane, 0.0) + _committed(r, now)
+    ordered = _Order(queue, usage)
 
-    for job in sorted(queue, key=queue_order):
+    for job in ordered:
+        order.append(job.id)
         if not 0 <= job.gpus <= managed:
             waiting[job.id] = WaitReason(Wait.TOO_BIG, gpus=job.gpus, host_gpus=managed)
             continue
@@ -198,6 +424,8 @@ def plan(
         held = _held_by_limits(job, pool, limits)
         if held is not None:
             waiting[job.id] = held
+            if job.gpus and head is None:
+                limited.add(job.owner_uid)
             continue
         end = math.inf if job.runtime_limit is None else now + job.runtime_limit
 
@@ -211,6 +439,8 @@ def plan(
                 continue
             pool.take(job, (), end)
             starts.append(Start(job.id, ()))
+            if sharing.fair:
+                ordered.charge(job, expected_use(1, job.runtime_limit))
             continue
 
         free = len(pool.free_gpus)
@@ -218,6 +448,28 @@ def plan(
             expected = None
             if head is None:
                 head = _reserve(job, pool)
+                head_key = queue_order(job, ordered.used(job))
+                soon = head.time <= now + sharing.preempt_after
+                victims = None
+                if job.may_preempt and not soon:
+                    victims = choose_victims(
+                        job,
+                        free=free,
+                        running=running,
+                        usable=usable,
+                        sharing=sharing,
+                        now=now,
+                        spared_users=limited,
+                    )
+                if victims is not None:
+                    preemptions.extend(Preemption(v.id, job.id) for v in victims)
+                    stopping = [r for r in running if r.stopping or r in victims]
+                    freed = sum(len(set(r.gpus) & usable) for r in stopping)
+                    # The head starts once its victims (and other stopping jobs) are gone.
+                    time = now + max((r.grace for r in stopping), default=0.0)
+                    head = Reservation(job.id, job.gpus, time, max(0, free + freed - job.gpus))
+                    waiting[job.id] = WaitReason(Wait.PREEMPTING, gpus=job.gpus, free=free)
+                    continue
                 if not math.isinf(head.time):
                     # A job past its expected end is still stopping: "now", not the past.
                     expected = max(head.time, now)
@@ -239,5 +491,15 @@ def plan(
         assert gpus is not None  # there were enough free GPUs
         pool.take(job, gpus, end)
         starts.append(Start(job.id, gpus))
+        if sharing.fair:
+            ordered.charge(job, expected_use(job.gpus, job.runtime_limit))
 
-    return Plan(starts=starts, waiting=waiting, wake_at=wake_at)
+    return Plan(
+        starts=starts,
+        waiting=waiting,
+        wake_at=wake_at,
+        preemptions=preemptions,
+        order=order,
+        head_key=head_key,
+        gpu_usage={uid: used for (uid, gpu), used in (usage or {}).items() if gpu},
+    )

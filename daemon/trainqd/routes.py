@@ -12,20 +12,24 @@ from typing import Any
 import anyio
 
 from trainq.core import __version__
-from trainq.core.errors import InvalidRequest, NotFound
+from trainq.core.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge
 from trainq.core.spec import JobSpec
 from trainq.core.states import UNFINISHED, JobState
 from trainq.core.wire import (
     EventRecord,
     GpuList,
     GpuRecord,
+    GroupStopped,
     HealthRecord,
     JobList,
     JobRecord,
     StopRequest,
+    SubmittedGroup,
     UsageReport,
+    UserList,
 )
 from trainqd.admission import HostFacts, admit
+from trainqd.api.limits import ServerLimits
 from trainqd.api.openapi import build_openapi
 from trainqd.api.routing import (
     INT64_MAX,
@@ -41,16 +45,30 @@ from trainqd.authorization import Authorizer
 from trainqd.config import Config
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
+from trainqd.group_commit import GroupCommit
 from trainqd.jobdir import JobDirs
 from trainqd.leftovers import job_of_process
 from trainqd.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from trainqd.metrics import Metrics
 from trainqd.report import period_seconds, usage_report
+from trainqd.rows import HOST
 from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
-from trainqd.store import JobRow, Store
+from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
+from trainqd.store import JobRow, NewJobs, Store
 from trainqd.streams import check_logs, event_lines, log_chunks
+from trainqd.submissions import (
+    PARSE_ON_LOOP_BYTES,
+    admit_all,
+    is_list,
+    judged_alike,
+    parse_specs,
+)
 from trainqd.views import job_record
+
+# The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
+SUBMIT_MAX_BODY = 16 << 20
+ONE_SPEC_MAX_BODY = ServerLimits().max_body
 
 # A listing comes in pages (a cursor in `next`) so that no request holds the loop for long.
 PAGE_SIZE = 100
@@ -92,6 +110,11 @@ class Api:
     stopping: bool = False
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+    _commits: GroupCommit | None = field(default=None, init=False, repr=False)
+    sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
+
+    def __post_init__(self) -> None:
+        self.sharing = SharingRoutes(self)
 
     def _reveal(self, uid: int, job: JobRow) -> bool:
         return self.authorizer.may_see_details(uid, job)
@@ -107,6 +130,7 @@ class Api:
             reveal=self._reveal(uid, job),
             instance=self.instance,
             use=self.sampler.attempts.get(job_id),
+            place=self.control.place(job_id),
         )
 
     def _job_id(self, request: Request) -> int:
@@ -120,25 +144,95 @@ class Api:
 
     def host(self) -> HostFacts:
         return HostFacts(
-            gpu_backend=self.gpu_backend.kind,
+            # Under Slurm the cluster's GPUs count, not this host's: sbatch judges them.
+            gpu_backend="slurm" if self.config.backend == "slurm" else self.gpu_backend.kind,
             gpu_count=len(self.devices),
             default_engine=self.config.default_engine,
             allowed_images=tuple(self.config.allowed_images),
+            classes=self.config.job_classes,
+            default_class=self.config.default_class,
         )
 
     # -- handlers ------------------------------------------------------------------------
 
+    @property
+    def commits(self) -> GroupCommit:
+        """Where submissions are committed, together with those that arrive with them."""
+        if self._commits is None:
+            self._commits = GroupCommit(self.store)
+        return self._commits
+
     async def submit(self, request: Request) -> Response:
+        if is_list(request.body):
+            return await self.submit_list(request)
+        if len(request.body) > ONE_SPEC_MAX_BODY:  # the larger limit is a list's alone
+            raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
-        job = self.store.submit(spec, owner, time.time())
+        (job,) = await self.commits.submit(NewJobs([spec], owner))
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
+
+    async def submit_list(self, request: Request) -> Response:
+        """A list of specs: all parsed and admitted first, then queued in one transaction
+        as one group. Parsing 10,000 specs and building their records take a worker
+        thread; the inserts and their one commit stay on the loop (group_commit.py)."""
+        cap = self.config.max_jobs_per_submit
+
+        def parse() -> tuple[list[JobSpec], list[int], list[str]]:
+            specs = parse_specs(request, cap)
+            return specs, judged_alike(specs), [spec.model_dump_json() for spec in specs]
+
+        if len(request.body) <= PARSE_ON_LOOP_BYTES:
+            specs, firsts, texts = parse()
+        else:
+            specs, firsts, texts = await anyio.to_thread.run_sync(parse)
+        uid = request.caller.uid
+        owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
+        jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
+        self.control.submitted_many(jobs)
+        waiting = dict(self.control.waiting)
+        reveal = self._reveal(uid, jobs[0])
+
+        def build() -> bytes:
+            records = [
+                job_record(
+                    job, [], self.dirs, waiting.get(job.id), reveal=reveal, instance=self.instance
+                )
+                for job in jobs
+            ]
+            group = jobs[0].group_id or jobs[0].id
+            return SubmittedGroup(group_id=group, jobs=records).model_dump_json().encode()
+
+        payload = build() if len(jobs) <= 16 else await anyio.to_thread.run_sync(build)
+        return Response(201, Encoded(payload))
+
+    def _group_id(self, request: Request) -> int:
+        text = request.params["id"]
+        group = decimal(text)
+        if group is None or group < 1:
+            raise InvalidRequest(f"a group id is a job id (a number), not {text!r}")
+        if group > INT64_MAX or not self.store.group_exists(group):
+            raise NotFound(f"no group {text}")
+        return group
+
+    async def stop_group(self, request: Request) -> Response:
+        """Stop every unfinished job of a group that the caller may stop."""
+        group = self._group_id(request)
+        body = request.model(StopRequest, allow_empty=True)
+        members = self.store.unfinished_of_group(group)
+        stopped, not_allowed = self.control.stop_many(
+            members, request.caller.uid, body.grace_seconds
+        )
+        if not_allowed and not stopped:
+            raise Forbidden(f"you may not stop the jobs of group {group}")
+        return Response(202, GroupStopped(group_id=group, stopped=stopped, not_allowed=not_allowed))
 
     async def list_jobs(self, request: Request) -> Response:
         everything = request.query_bool("all")
         state = request.query_str("state")
         user = request.query_str("user")
+        group = request.query_int("group", None, min=1)
         states: list[JobState] | None = None
         if state is not None:
             try:
@@ -158,9 +252,10 @@ class Api:
         waiting = dict(self.control.waiting)
         use = dict(self.sampler.attempts)
         uid = request.caller.uid
+        place = self.control.place
 
         def build() -> bytes:
-            page, total, more = self.store.page(states, user, after, limit)
+            page, total, more = self.store.page(states, user, after, limit, group)
             records = [
                 job_record(
                     j,
@@ -170,6 +265,7 @@ class Api:
                     reveal=self._reveal(uid, j),
                     instance=self.instance,
                     use=use.get(j.id),
+                    place=place(j.id),
                 )
                 for j, attempts in page
             ]
@@ -240,6 +336,7 @@ class Api:
             else {}
         )
         records = []
+        drains = self.store.drains()
         for index, device in sorted(self.devices.items()):
             live, pids = foreign.get(index, (None, []))
             sampled = self.sampler.gpus.get(index)
@@ -254,12 +351,21 @@ class Api:
                     job_id=job_id,
                     foreign_pids=pids,
                     available=job_id is None
+                    and HOST not in drains
+                    and index not in drains
                     and not (live is not None and live.taken_by_others(held_by_trainq=False)),
                     utilization_percent=sampled.utilization_percent if sampled else None,
                     power_watts=sampled.power_watts if sampled else None,
+                    drain=drain_record(drains[index]) if index in drains else None,
                 )
             )
-        return Response(200, GpuList(backend=self.gpu_backend.kind, gpus=records))
+        host = drain_record(drains[HOST]) if HOST in drains else None
+        return Response(200, GpuList(backend=self.gpu_backend.kind, gpus=records, host_drain=host))
+
+    async def users(self, request: Request) -> Response:
+        """Each user's recent usage (fair share), share, and running and waiting work."""
+        days = self.config.fair_share_half_life_days
+        return Response(200, UserList(half_life_days=days, users=self.control.shares()))
 
     async def health(self, request: Request) -> Response:
         return Response(
@@ -274,6 +380,7 @@ class Api:
                 gpus=len(self.devices),
                 cpu_slots=self.config.cpu_slots,
                 jobs=self.store.counts(),
+                drains=drain_records(self.store.drains()),
             ),
         )
 
@@ -298,10 +405,22 @@ class Api:
                 "POST",
                 "/v1/jobs",
                 self.submit,
-                "Submit a job",
-                request_model=JobSpec,
-                response_model=JobRecord,
+                "Submit a job, or a list of jobs as one group (a sweep)",
+                request_model=JobSpec | list[JobSpec],
+                response_model=JobRecord | SubmittedGroup,
                 status=201,
+                # A list of specs (a sweep) is one request: 10,000 of them run to megabytes.
+                max_body=SUBMIT_MAX_BODY,
+            ),
+            Route(
+                "POST",
+                "/v1/groups/{id}/stop",
+                self.stop_group,
+                "Stop every unfinished job of a group (a sweep) that you may stop",
+                request_model=StopRequest,
+                response_model=GroupStopped,
+                status=202,
+                body_optional=True,
             ),
             Route(
                 "GET",
@@ -313,6 +432,7 @@ class Api:
                     QueryParam("all", "boolean", "include ended jobs", False),
                     QueryParam("state", "string", "only jobs in this state"),
                     QueryParam("user", "string", "only this user's jobs"),
+                    QueryParam("group", "integer", "only this group's jobs (a sweep)", minimum=1),
                     QueryParam("limit", "integer", "jobs per page", PAGE_SIZE, 1, MAX_PAGE_SIZE),
                     QueryParam("after", "integer", "the `next` of the previous page", 0, 0),
                 ],
@@ -365,6 +485,13 @@ class Api:
             Route("GET", "/v1/health", self.health, "Daemon health", response_model=HealthRecord),
             Route(
                 "GET",
+                "/v1/users",
+                self.users,
+                "Each user's recent usage, share, and running and waiting jobs",
+                response_model=UserList,
+            ),
+            Route(
+                "GET",
                 "/v1/metrics",
                 self.prometheus,
                 "Metrics in the Prometheus text format",
@@ -382,4 +509,5 @@ class Api:
                 ],
             ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
+            *self.sharing.routes(),
         ]

@@ -171,3 +171,16 @@ def event_from(row: sqlite3.Row) -> EventRow:
         to_state=JobState(row["to_state"]),
         reason=row["reason"],
     )
+
+
+HOST = -1  # a drain's `gpu` for the whole host
+
+
+@dataclass(frozen=True)
+class DrainRow:
+    """A drained GPU (or, with gpu == HOST, the whole host): it takes no new job."""
+
+    gpu: int
+    reason: str
+    by_user: str
+    since: float

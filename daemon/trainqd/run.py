@@ -18,6 +18,12 @@ history: an attempt without one (the node went down under it) counts as "lost", 
 trainqd. A SIGTERM (scancel, or Slurm's `--signal` before the time limit) stops the
 running attempt with the job's grace and ends the run without a retry.
 
+Under trainqd's Slurm back end (slurm_backend.py) the step runs `--attempt N`: that one
+attempt, in trainqd's own job directory, which trainqd prepared (the attempt directory is
+the owner's, `attempts/` is trainqd's). trainqd keeps the history, decides retries and
+writes the stop order before it signals the step; the trainer's output stays in the attempt
+directory, where `trainq logs` reads it.
+
 Exit status: the last attempt's exit status (128 + N for a death by signal N), 143 when it
 was stopped, 1 when it could not start, 2 for an unusable spec.
 """
@@ -68,8 +74,16 @@ _HELD = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 class Run:
     """One job's attempts in one job directory, until one ends for good."""
 
-    def __init__(self, spec: JobSpec, job_dir: Path, job_id: int, settings: LaunchSettings):
+    def __init__(
+        self,
+        spec: JobSpec,
+        job_dir: Path,
+        job_id: int,
+        settings: LaunchSettings,
+        trainqd_attempt: int | None = None,
+    ):
         self.spec = spec
+        self.trainqd_attempt = trainqd_attempt
         self.job_dir = job_dir
         self.job_id = job_id
         self.settings = settings
@@ -85,6 +99,8 @@ class Run:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
+        if self.trainqd_attempt is not None:
+            return exit_status(self._attempt(self.trainqd_attempt, []))
         (self.job_dir / "attempts").mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.job_dir / "ml").mkdir(exist_ok=True, mode=0o700)
         while True:
@@ -116,7 +132,8 @@ class Run:
             attempt_dir=self.job_dir / "attempts" / str(number),
             stop_file=self.job_dir / "attempts" / f"{number}.stop",
         )
-        paths.attempt_dir.mkdir(mode=0o700)
+        if self.trainqd_attempt is None:  # else trainqd made it, for the owner
+            paths.attempt_dir.mkdir(mode=0o700)
         job = self._job_row(number, history)
         at = Attempt(
             job=job,
@@ -146,8 +163,11 @@ class Run:
         if self.stop_signals:
             self._relay_stop()
         done = threading.Event()
+        # Under trainqd the output stays where `trainq logs` reads it, not copied to Slurm's.
+        copies = self.trainqd_attempt is None
         follower = threading.Thread(target=follow, args=(paths.attempt_dir, done), daemon=True)
-        follower.start()
+        if copies:
+            follower.start()
         while True:
             try:
                 os.waitpid(pid, 0)
@@ -155,7 +175,8 @@ class Run:
             except InterruptedError:  # pragma: no cover (PEP 475 retries for us)
                 continue
         done.set()
-        follower.join()
+        if copies:
+            follower.join()
         self.monitor_pid = None
         return read_end(paths.attempt_dir, self.job_id, number)
 
@@ -193,7 +214,8 @@ class Run:
     def _relay_stop(self) -> None:
         """As trainqd stops an attempt: the stop order first, then SIGTERM to its monitor."""
         assert self.monitor_pid is not None
-        if self.stop_file is not None:
+        # trainqd writes its own stop orders, in its own directory, before it signals us.
+        if self.stop_file is not None and self.trainqd_attempt is None:
             write_record(str(self.stop_file), StopOrder(self._grace(), self._stop_reason()))
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.monitor_pid, signal.SIGTERM)
@@ -286,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-dir", required=True, help="where the ml root and attempts live")
     parser.add_argument("--job-id", type=int, help="default: $SLURM_JOB_ID")
     parser.add_argument("--engine", choices=("podman", "docker"), default="podman")
+    parser.add_argument(
+        "--attempt", type=int, help="run only this attempt, in a job directory trainqd prepared"
+    )
     args = parser.parse_args(argv)
     try:
         spec = parse_spec(json.loads(Path(args.spec).read_text(encoding="utf-8")))
@@ -299,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         real_gpus=False,
         instance="run",
     )
-    return Run(spec, Path(args.job_dir).absolute(), job_id, settings).run()
+    return Run(spec, Path(args.job_dir).absolute(), job_id, settings, args.attempt).run()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import anyio
@@ -22,6 +22,7 @@ import structlog
 from trainq.core.errors import DiskFull
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.states import ACTIVE, JobState
+from trainq.core.wire import UserShare
 from trainqd import plan_inputs, planner, sampling
 from trainqd.authorization import Authorizer
 from trainqd.config import Config
@@ -31,7 +32,9 @@ from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.jobdir import JobDirs
 from trainqd.launch import LaunchSettings
 from trainqd.launcher import Launcher
+from trainqd.policy import SharingPolicy
 from trainqd.reconcile import reconcile
+from trainqd.slurm_backend import SlurmBackend
 from trainqd.stopping import Stopping
 from trainqd.store import JobRow, Store
 from trainqd.unrecorded import FIRST_PAUSE, Backlog
@@ -50,7 +53,19 @@ class JobControl(Protocol):
 
     def submitted(self, job: JobRow) -> None: ...
 
+    def submitted_many(self, jobs: Sequence[JobRow]) -> None: ...
+
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow: ...
+
+    def stop_many(
+        self, jobs: Sequence[JobRow], uid: int, grace: float | None
+    ) -> tuple[list[int], int]: ...
+
+    def changed(self) -> None: ...
+
+    def place(self, job_id: int) -> int | None: ...
+
+    def shares(self) -> list[UserShare]: ...
 
 
 class Scheduler:
@@ -80,10 +95,7 @@ class Scheduler:
             instance=store.instance,
             container_capabilities=tuple(config.container_capabilities),
             allowed_images=tuple(config.allowed_images),
-        )
-        self.limits = planner.Limits(
-            max_running_jobs_per_user=config.max_running_jobs_per_user,
-            max_gpus_per_user=config.max_gpus_per_user,
+            max_processes=config.process_cap(),
         )
         self.waiting: dict[int, WaitReason] = {}  # why each pending job waits, from the last plan
         # When each running attempt's time limit falls due: its monitor enforces it, the
@@ -105,6 +117,8 @@ class Scheduler:
             default_engine=config.default_engine,
             instance=self.settings.instance,
             changed=self._changed,
+            # Fair share counts each ended attempt; the policy is made below, with Stopping.
+            on_ended=lambda job, attempt, ended: self.policy.attempt_ended(job, attempt, ended),  # noqa: PLW0108
         )
         self.launcher = Launcher(
             store=store,
@@ -124,6 +138,17 @@ class Scheduler:
             default_grace=config.default_stop_grace_seconds,
             changed=self._changed,
         )
+        # Classes, fair share and preemption (policy.py); the limits include the classes'.
+        self.policy = SharingPolicy(config, store, self.stopping)
+        self.limits = self.policy.limits
+        self.policy.seed(time.time())
+        # backend = "slurm": every job is handed to Slurm, which plans and runs it instead.
+        self.slurm: SlurmBackend | None = None
+        if config.backend == "slurm":
+            self.slurm = SlurmBackend(
+                config=config, store=store, dirs=dirs, ends=self.ends, changed=self._changed
+            )
+            self._new_watcher = self.slurm.watching
 
     @property
     def dispatched(self) -> Callable[[float], None]:
@@ -152,13 +177,16 @@ class Scheduler:
         async with anyio.create_task_group() as tg:
             self._watcher = self._new_watcher(tg, self.ends.ended)
             try:
-                await reconcile(
-                    store=self.store,
-                    dirs=self.dirs,
-                    watcher=self._watcher,
-                    ends=self.ends,
-                    deadlines=self.deadlines,
-                )
+                if self.slurm is not None:
+                    await self.slurm.take_over()
+                else:
+                    await reconcile(
+                        store=self.store,
+                        dirs=self.dirs,
+                        watcher=self._watcher,
+                        ends=self.ends,
+                        deadlines=self.deadlines,
+                    )
                 tg.start_soon(sampling.watch, self)
                 task_status.started()
                 while True:
@@ -189,23 +217,24 @@ class Scheduler:
             self.ends.record(end.job_id, end.number, end.record)
         self._launch_retry_at = None
         pending = self.store.jobs([JobState.PENDING])
+        if self.slurm is not None:  # Slurm plans; trainqd hands each job over
+            self.waiting = {}
+            handoff = self.slurm.tick(now, pending, self.waiting)
+            due = [d for d in (handoff, self.unrecorded.next_due()) if d is not None]
+            return min(due) if due else None
         active = self.store.jobs(list(ACTIVE))
-        default_grace = self.config.default_stop_grace_seconds
         capacity = plan_inputs.capacity(
             self.devices,
             active,
             usage if any(j.spec.gpus for j in pending) else None,
             self.config.cpu_slots,
             self.gpus.distance,
+            drains=self.store.drains(),
         )
-        result = planner.plan(
-            [plan_inputs.queued(job, default_grace) for job in pending],
-            [plan_inputs.running(job, self.deadlines.get(job.id), default_grace) for job in active],
-            capacity,
-            self.limits,
-            now,
-        )
+        queue, running, sharing = self.policy.inputs(pending, active, self.deadlines, now)
+        result = planner.plan(queue, running, capacity, self.limits, now, sharing=sharing)
         self.waiting = result.waiting
+        self.policy.planned(result, now)
         for start in result.starts:
             try:
                 self.launcher.launch(start, time.time())
@@ -222,19 +251,48 @@ class Scheduler:
         return min(due) if due else None
 
     def submitted(self, job: JobRow) -> None:
-        """A new job is queued. Without preemption a submission can start nothing but itself,
-        so planning again is needed only if it could start now, or if it would become the
-        first GPU job to wait (its reservation then changes what may backfill). A queue of
-        thousands is then not re-planned for each of a sweep's submissions."""
+        """A new job is queued. A submission can start nothing but itself, and preempt only
+        as the first GPU job to wait, so planning again is needed only if it could start
+        now, or if it would sort before the last plan's head (its reservation then changes
+        what may backfill). A queue of thousands is then not re-planned for each of a
+        sweep's submissions."""
+        self.submitted_many([job])
+
+    def submitted_many(self, jobs: Sequence[JobRow]) -> None:
+        """Jobs queued together (a sweep, a group commit's batch), as `submitted` each, with
+        one notification and at most one planning pass for all of them."""
         self.notifier.notify()
+        if self.slurm is not None:  # each is handed to Slurm at once
+            self.wake()
+            return
         free_gpus, free_slots, head = self._left
-        gpus = job.spec.gpus
-        if gpus == 0 and free_slots <= 0:
-            self.waiting[job.id] = WaitReason(Wait.CPU_SLOT, limit=self.config.cpu_slots)
-        elif gpus > 0 and free_gpus < gpus and head is not None and job.priority <= head:
-            self.waiting[job.id] = WaitReason(Wait.GPUS, gpus=gpus, free=free_gpus)
-        else:
+        plan = False
+        for job in jobs:
+            gpus = job.spec.gpus
+            if gpus == 0 and free_slots <= 0:
+                self.waiting[job.id] = WaitReason(Wait.CPU_SLOT, limit=self.config.cpu_slots)
+            elif gpus > 0 and free_gpus < gpus and self.policy.sorts_after(job, head):
+                self.waiting[job.id] = WaitReason(Wait.GPUS, gpus=gpus, free=free_gpus)
+            else:
+                plan = True
+        if plan:
             self.wake()
 
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow:
         return self.stopping.stop(job_id, uid, grace)
+
+    def stop_many(
+        self, jobs: Sequence[JobRow], uid: int, grace: float | None
+    ) -> tuple[list[int], int]:
+        return self.stopping.stop_many(jobs, uid, grace)
+
+    def place(self, job_id: int) -> int | None:
+        return self.policy.place(job_id)
+
+    def shares(self) -> list[UserShare]:
+        return self.policy.shares(self.store.jobs([JobState.PENDING, *ACTIVE]))
+
+    def changed(self) -> None:
+        """Something the plan depends on changed outside the scheduler (a hold, a release, a
+        pending job's new spec, a drain): tell the watchers and plan again."""
+        self._changed()

@@ -1,6 +1,7 @@
 """Stopping jobs, the one home of it: a user's (or an admin's) stop, where a queued job ends
 at once and a running one is moved to STOPPING and its monitor asked to stop the trainer
-within the grace; and trainq's own stop of a running job (its GPUs idle too long).
+within the grace; trainq's own stop of a running job (its GPUs idle too long); and a
+preemption, a stop after which the job is queued again.
 
 Time limits are not stopped from here: the monitor enforces its attempt's deadline itself
 and reports `timed_out`, which the daemon only records (endings.py, outcomes.py).
@@ -9,13 +10,15 @@ and reports `timed_out`, which the daemon only records (endings.py, outcomes.py)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 from trainq.core.errors import Conflict
 from trainq.core.states import TERMINAL, JobState
 from trainqd import plan_inputs
 from trainqd.authorization import Authorizer
 from trainqd.identity import account
+from trainqd.outcomes import PREEMPTED_BY, is_preemption
 from trainqd.store import JobRow, Store
 from trainqd.watcher import Watcher
 
@@ -61,11 +64,55 @@ class Stopping:
                     f"stopped by {who}",
                     stop_reason=f"stopped by {who}",
                 )
+            elif is_preemption(job.stop_reason):
+                # Being preempted: it ends stopped, not queued again (outcomes.judge_end).
+                self._store.restate_stop(job_id, now, f"stopped by {who}")
             # A second stop may shorten the grace; the monitor never lengthens it.
             own_grace = plan_inputs.grace(job, self._default_grace)
             self._watcher().request_stop(job_id, own_grace if grace is None else grace, "user", uid)
         self._changed()
         return self._store.get(job_id)
+
+    def stop_many(
+        self, jobs: Sequence[JobRow], uid: int, grace: float | None
+    ) -> tuple[list[int], int]:
+        """Stop each of `jobs` the caller may stop, as `stop` does one (a sweep's group): the
+        queued ones end together in one transaction, then the running ones are stopped one
+        by one, and the scheduler hears of it once. The ids stopped, and how many of the
+        jobs the caller may not stop."""
+        mine = [job for job in jobs if self._authorizer.may_manage(uid, job)]
+        if not mine:
+            return [], len(jobs)
+        now = time.time()
+        owner = mine[0].owner
+        who = account(uid).user if uid != owner.uid else owner.user
+        stopped = self._store.stop_pending(
+            [job.id for job in mine if job.state == JobState.PENDING],
+            now,
+            f"stopped by {who}",
+            stop_reason=f"stopped by {who} before it started",
+        )
+        for job in mine:
+            if job.state != JobState.PENDING and job.state not in TERMINAL:
+                with suppress(Conflict):  # it ended meanwhile
+                    self.stop(job.id, uid, grace)
+                    stopped.append(job.id)
+        self._changed()
+        return sorted(stopped), len(jobs) - len(mine)
+
+    def preempt(self, victim_id: int, for_job: JobRow, now: float) -> float:
+        """Stop a RUNNING job of a preemptible class so that `for_job` can start: its
+        monitor stops the trainer with the grace and records the attempt as `preempted`,
+        and the job is queued again (outcomes.py). Returns when the grace is over;
+        TransitionError if it is no longer running, DiskFull if the stop cannot be
+        recorded."""
+        reason = f"{PREEMPTED_BY}{for_job.id} ({for_job.owner.user})"
+        self._store.transition(victim_id, JobState.STOPPING, now, reason, stop_reason=reason)
+        job = self._store.get(victim_id)
+        grace = plan_inputs.grace(job, self._default_grace)
+        self._watcher().request_stop(victim_id, grace, "preempt", None)
+        self._changed()
+        return now + grace
 
     def stop_by_trainq(self, job_id: int, now: float, event: str, reason: str) -> None:
         """Stop a RUNNING job on trainq's own account, with the job's grace; TransitionError

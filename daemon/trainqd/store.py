@@ -16,19 +16,28 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainq.core.errors import DiskFull, NotFound
+from trainq.core.errors import Conflict, DiskFull, NotFound
 from trainq.core.spec import JobSpec
-from trainq.core.states import UNFINISHED, JobState, TransitionError, check_transition, sources_of
+from trainq.core.states import (
+    TERMINAL,
+    UNFINISHED,
+    JobState,
+    TransitionError,
+    check_transition,
+    sources_of,
+)
 from trainqd.rows import (
     ATTEMPT_COLUMNS,
     JOB_COLUMNS,
     AttemptRow,
+    DrainRow,
     EventRow,
     JobOwner,
     JobRow,
@@ -44,6 +53,7 @@ __all__ = [
     "JobChanges",
     "JobOwner",
     "JobRow",
+    "NewJobs",
     "Store",
     "StoreError",
     "is_disk_full",
@@ -72,9 +82,22 @@ class JobChanges:
     ended_at: float | None = None
     not_before: float | None = None  # retry backoff: not startable before this time
     lost_count: int | None = None
+    preempted_count: int | None = None
 
     def assignments(self) -> list[tuple[str, object]]:
         return [(f"{name}=?", value) for name, value in asdict(self).items() if value is not None]
+
+
+@dataclass(frozen=True)
+class NewJobs:
+    """One submission: its specs, in order, queued together as its owner's. `grouped` (the
+    list form of a submission, a sweep) gives each job the group id of the first."""
+
+    specs: Sequence[JobSpec]
+    owner: JobOwner
+    grouped: bool = False
+    # The specs as stored (`model_dump_json`), when the caller made them off the event loop.
+    spec_json: Sequence[str] | None = None
 
 
 class Store:
@@ -83,6 +106,11 @@ class Store:
         self._db = conn
         self._path = path
         self._unfinished: dict[int, JobRow] = {}
+        # Ended jobs by state, kept as they end and are removed: `GET /v1/health` reports
+        # them, and counting 100,000 rows at each health check would hold the loop.
+        self._ended_counts: Counter[str] = Counter()
+        self.commits = 0  # write transactions committed: what group commit saves (metrics)
+        self._drains: dict[int, DrainRow] = {}  # the drains table, read on every plan
 
     @classmethod
     def open(cls, path: Path) -> Store:
@@ -98,6 +126,7 @@ class Store:
             store = cls(conn, path)
             store._migrate()
             store._load_unfinished()
+            store._load_drains()
         except DiskFull as exc:
             raise StoreError(f"{path}: {exc}") from None
         except sqlite3.DatabaseError as exc:
@@ -157,6 +186,7 @@ class Store:
             try:
                 yield
                 self._db.execute("COMMIT")
+                self.commits += 1
             except BaseException:
                 self._rollback()
                 raise
@@ -182,6 +212,20 @@ class Store:
         ):
             job = job_from(row)
             self._unfinished[job.id] = job
+        marks = ",".join("?" * len(TERMINAL))
+        self._ended_counts.update(
+            dict(
+                self._db.execute(
+                    f"SELECT state, count(*) FROM jobs WHERE state IN ({marks}) GROUP BY state",
+                    [str(s) for s in TERMINAL],
+                ).fetchall()
+            )
+        )
+
+    def _has_ended(self, job_id: int, state: JobState) -> None:
+        """A job the store kept in memory has ended: counted, and no longer kept."""
+        if self._unfinished.pop(job_id, None) is not None:
+            self._ended_counts[str(state)] += 1
 
     def _refresh(self, job_id: int, spec: JobSpec | None = None) -> JobRow:
         """The job's row after a write, kept in memory while it has not ended."""
@@ -191,8 +235,19 @@ class Store:
         if job.state in UNFINISHED:
             self._unfinished[job_id] = job
         else:
-            self._unfinished.pop(job_id, None)
+            self._has_ended(job_id, job.state)
         return job
+
+    def unfinished_of_group(self, group: int) -> list[JobRow]:
+        """The group's jobs that have not ended, in id order (from memory)."""
+        return sorted(
+            (job for job in self._unfinished.values() if job.group_id == group),
+            key=lambda job: job.id,
+        )
+
+    def group_exists(self, group: int) -> bool:
+        row = self._db.execute("SELECT 1 FROM jobs WHERE group_id=? LIMIT 1", (group,))
+        return row.fetchone() is not None
 
     def has(self, state: JobState) -> bool:
         return any(job.state == state for job in self._unfinished.values())
@@ -243,6 +298,7 @@ class Store:
         owner_user: str | None,
         after: int,
         limit: int,
+        group: int | None = None,
     ) -> tuple[list[tuple[JobRow, list[AttemptRow]]], int, bool]:
         """One page of jobs (with their attempts) in id order after the id `after`, filtered
         in SQL (the indexes of schema.LIST_INDEXES), with the number of jobs the filters match
@@ -253,7 +309,7 @@ class Store:
         db = sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
         db.row_factory = sqlite3.Row
         try:
-            return self._page(db, states, owner_user, after, limit)
+            return self._page(db, states, owner_user, after, limit, group=group)
         finally:
             db.close()
 
@@ -264,6 +320,8 @@ class Store:
         owner_user: str | None,
         after: int,
         limit: int,
+        *,
+        group: int | None = None,
     ) -> tuple[list[tuple[JobRow, list[AttemptRow]]], int, bool]:
         where: list[str] = []
         args: list[Any] = []
@@ -273,6 +331,9 @@ class Store:
         if owner_user is not None:
             where.append("owner_user=?")
             args.append(owner_user)
+        if group is not None:  # a sweep's jobs: the (group_id, id) index
+            where.append("group_id=?")
+            args.append(group)
         matching = (" WHERE " + " AND ".join(where)) if where else ""
         db.execute("BEGIN")  # the count and the page from one snapshot
         (total,) = db.execute(f"SELECT count(*) FROM jobs{matching}", args).fetchone()
@@ -332,8 +393,11 @@ class Store:
         return [event_from(r) for r in cur]
 
     def counts(self) -> dict[str, int]:
+        """Jobs by state, from memory (no query: health checks ask often)."""
         counts = {str(s): 0 for s in JobState}
-        counts.update(self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state"))
+        counts.update(self._ended_counts)
+        for job in self._unfinished.values():
+            counts[str(job.state)] += 1
         return counts
 
     def counts_by_user(self) -> list[tuple[str, str, int]]:
@@ -360,29 +424,117 @@ class Store:
         ).fetchall()
         return [tuple(r) for r in jobs], [tuple(r) for r in attempts]
 
+    def attempts_ended_since(self, since: float) -> list[tuple[int, str, str, float, float]]:
+        """(owner uid, owner user, GPUs as JSON, started_at, ended_at) of every attempt that
+        ended since `since`: what fair share is seeded with at start-up (fairshare.py)."""
+        cur = self._db.execute(
+            "SELECT j.owner_uid, j.owner_user, a.gpus, a.started_at, a.ended_at"
+            " FROM attempts a JOIN jobs j ON j.id=a.job_id WHERE a.ended_at>=?",
+            (since,),
+        )
+        return [(int(u), str(n), str(g), float(s), float(e)) for u, n, g, s, e in cur]
+
     # -- writes --------------------------------------------------------------------------
 
     def submit(self, spec: JobSpec, owner: JobOwner, now: float) -> JobRow:
         """Insert a PENDING job; durable when this returns."""
+        return self._one(NewJobs([spec], owner), now)[0]
+
+    def submit_many(self, specs: Sequence[JobSpec], owner: JobOwner, now: float) -> list[JobRow]:
+        """Insert PENDING jobs in one transaction, as one group (the first job's id);
+        durable when this returns."""
+        return self._one(NewJobs(specs, owner, grouped=True), now)
+
+    def _one(self, submission: NewJobs, now: float) -> list[JobRow]:
+        (result,) = self.submit_batches([submission], now)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def submit_batches(
+        self, submissions: Sequence[NewJobs], now: float
+    ) -> list[list[JobRow] | Exception]:
+        """Several submissions in one transaction, so that one fsync makes them all durable
+        (group commit: group_commit.py), each answered in its place: its jobs, or the error
+        that kept it out. Each is written under a SAVEPOINT of its own, so one whose inserts
+        fail is rolled back alone and the others still commit. A COMMIT that fails (a full
+        disk) raises DiskFull for all of them, with nothing changed, in the database or in
+        memory: the jobs join those kept in memory only once they are durable."""
+        results: list[list[JobRow] | Exception] = []
         with self._tx():
-            cur = self._db.execute(
-                "INSERT INTO jobs(name, state, priority, owner_uid, owner_gid, owner_user, spec,"
-                " created_at) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    spec.name,
-                    JobState.PENDING,
-                    spec.priority,
-                    owner.uid,
-                    owner.gid,
-                    owner.user,
-                    spec.model_dump_json(),
-                    now,
-                ),
+            for submission in submissions:
+                self._db.execute("SAVEPOINT submission")
+                try:
+                    rows = self._insert(submission, now)
+                except sqlite3.Error as exc:
+                    self._db.execute("ROLLBACK TO submission")
+                    self._db.execute("RELEASE submission")
+                    results.append(DiskFull(DISK_FULL_MESSAGE) if is_disk_full(exc) else exc)
+                    continue
+                self._db.execute("RELEASE submission")
+                results.append(rows)
+        for result in results:
+            if isinstance(result, list):
+                self._unfinished.update((job.id, job) for job in result)
+        return results
+
+    def _insert(self, submission: NewJobs, now: float) -> list[JobRow]:
+        """The rows of one submission, inside the caller's transaction: the jobs with
+        executemany, one event row each, and the rows built from what was written rather
+        than read back one by one (a sweep of 10,000 is one request)."""
+        specs, owner = submission.specs, submission.owner
+        sql = (
+            "INSERT INTO jobs(name, state, priority, owner_uid, owner_gid, owner_user, spec,"
+            " created_at, group_id) VALUES (?,?,?,?,?,?,?,?,?)"
+        )
+        pending = str(JobState.PENDING)
+        head = (owner.uid, owner.gid, owner.user)
+
+        texts = submission.spec_json or [spec.model_dump_json() for spec in specs]
+
+        def values(n: int, group: int | None) -> tuple[Any, ...]:
+            spec = specs[n]
+            return (spec.name, pending, spec.priority, *head, texts[n], now, group)
+
+        first = self._db.execute(sql, values(0, None)).lastrowid
+        assert first is not None
+        group = first if submission.grouped else None
+        if group is not None:
+            self._db.execute("UPDATE jobs SET group_id=? WHERE id=?", (group, first))
+        self._db.executemany(sql, (values(n, group) for n in range(1, len(specs))))
+        # AUTOINCREMENT under the write lock: the ids are consecutive from the first.
+        ids = range(first, first + len(specs))
+        (last,) = self._db.execute("SELECT max(id) FROM jobs").fetchone()
+        if last != ids[-1]:
+            raise sqlite3.IntegrityError(f"job ids {first}..{last} for {len(specs)} jobs")
+        self._db.executemany(
+            "INSERT INTO events(time, job_id, from_state, to_state, reason)"
+            " VALUES (?,?,NULL,?,'submitted')",
+            ((now, job_id, pending) for job_id in ids),
+        )
+        return [
+            JobRow(
+                id=job_id,
+                name=spec.name,
+                state=JobState.PENDING,
+                priority=spec.priority,
+                owner=owner,
+                spec=spec,
+                gpus=(),
+                gpu_uuids=(),
+                created_at=now,
+                started_at=None,
+                ended_at=None,
+                failure_reason=None,
+                stop_reason=None,
+                not_before=None,
+                runtime_used=0.0,
+                attempt_count=0,
+                lost_count=0,
+                group_id=group,
             )
-            job_id = cur.lastrowid
-            assert job_id is not None
-            self._event(job_id, now, None, JobState.PENDING, "submitted")
-        return self._refresh(job_id, spec)
+            for job_id, spec in zip(ids, specs, strict=True)
+        ]
 
     def transition(
         self,
@@ -399,6 +551,26 @@ class Store:
         with self._tx():
             self._guarded(job_id, target, now, reason, changes.assignments())
         return self._refresh(job_id)
+
+    def stop_pending(
+        self, job_ids: Sequence[int], now: float, reason: str, *, stop_reason: str
+    ) -> list[int]:
+        """PENDING -> STOPPED for each of `job_ids` still pending, with its event row, all in
+        one transaction (a group's stop); the ids it stopped."""
+        check_transition(JobState.PENDING, JobState.STOPPED)
+        stopped: list[int] = []
+        with self._tx():
+            for job_id in job_ids:
+                cur = self._db.execute(
+                    "UPDATE jobs SET state=?, stop_reason=?, ended_at=? WHERE id=? AND state=?",
+                    (str(JobState.STOPPED), stop_reason, now, job_id, str(JobState.PENDING)),
+                )
+                if cur.rowcount == 1:
+                    self._event(job_id, now, JobState.PENDING, JobState.STOPPED, reason)
+                    stopped.append(job_id)
+        for job_id in stopped:
+            self._has_ended(job_id, JobState.STOPPED)
+        return stopped
 
     def begin_attempt(
         self, job_id: int, gpus: Sequence[int], uuids: Sequence[str], now: float
@@ -418,6 +590,8 @@ class Store:
                     ("gpu_uuids=?", json.dumps(list(uuids))),
                     ("attempt_count=?", number),
                     ("not_before=?", None),
+                    # A preemption's stop reason is over once the job runs again.
+                    ("stop_reason=?", None),
                     ("started_at=COALESCE(started_at, ?)", now),
                 ],
             )
@@ -462,6 +636,18 @@ class Store:
                 "UPDATE attempts SET opt_ml=? WHERE job_id=? AND number=?",
                 (int(present), job_id, number),
             )
+
+    def restate_stop(self, job_id: int, now: float, stop_reason: str) -> JobRow:
+        """A STOPPING job's stop changes hands (a user's stop of a job being preempted): its
+        stop reason becomes `stop_reason`, with an event row that changes no state."""
+        with self._tx():
+            cur = self._db.execute(
+                "UPDATE jobs SET stop_reason=? WHERE id=? AND state=?",
+                (stop_reason, job_id, str(JobState.STOPPING)),
+            )
+            if cur.rowcount:
+                self._event(job_id, now, JobState.STOPPING, JobState.STOPPING, stop_reason)
+        return self._refresh(job_id)
 
     def note(self, job_id: int, now: float, reason: str) -> None:
         """An event that changes no state (a job's GPUs went idle): the event stream's
@@ -562,3 +748,104 @@ class Store:
     def last_event_id(self) -> int:
         row = self._db.execute("SELECT max(id) FROM events").fetchone()
         return int(row[0] or 0)
+
+    # -- sharing the workstation: holds, changes while pending, drains, removal ----------
+
+    def _pending_only(self, job_id: int, action: str) -> None:
+        """Conflict (one line) unless the job is PENDING, read inside the write transaction."""
+        row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        if row[0] != JobState.PENDING:
+            raise Conflict(f"job {job_id} is {row[0]}; only a pending job can be {action}")
+
+    def set_hold(self, job_id: int, held_by: str | None, now: float, reason: str) -> JobRow:
+        """Hold a PENDING job back (`held_by`: who holds it) or release it (None), with an
+        event row; Conflict if it is no longer pending."""
+        with self._tx():
+            self._pending_only(job_id, "held" if held_by else "released")
+            self._db.execute(
+                "UPDATE jobs SET held_by=? WHERE id=? AND state=?",
+                (held_by, job_id, str(JobState.PENDING)),
+            )
+            self._event(job_id, now, JobState.PENDING, JobState.PENDING, reason)
+        return self._refresh(job_id)
+
+    def change_pending(
+        self, job_id: int, spec: JobSpec, boost: int, now: float, reason: str
+    ) -> JobRow:
+        """Replace a PENDING job's spec (and its priority column) and boost, with an event
+        row, in one transaction; Conflict if it started meanwhile."""
+        with self._tx():
+            self._pending_only(job_id, "changed")
+            self._db.execute(
+                "UPDATE jobs SET spec=?, priority=?, boost=? WHERE id=? AND state=?",
+                (spec.model_dump_json(), spec.priority, boost, job_id, str(JobState.PENDING)),
+            )
+            self._event(job_id, now, JobState.PENDING, JobState.PENDING, reason)
+        self._unfinished.pop(job_id, None)  # so that the new spec is the one kept
+        return self._refresh(job_id, spec)
+
+    def _load_drains(self) -> None:
+        self._drains = {
+            row["gpu"]: DrainRow(row["gpu"], row["reason"], row["by_user"], row["since"])
+            for row in self._db.execute("SELECT gpu, reason, by_user, since FROM drains")
+        }
+
+    def drains(self) -> dict[int, DrainRow]:
+        """Drained GPUs by index (rows.HOST: the whole host)."""
+        return dict(self._drains)
+
+    def drain(self, gpus: Sequence[int], reason: str, by_user: str, now: float) -> None:
+        """Drain `gpus` (rows.HOST for the host); draining again replaces the reason."""
+        with self._tx():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO drains(gpu, reason, by_user, since) VALUES (?,?,?,?)",
+                [(gpu, reason, by_user, now) for gpu in gpus],
+            )
+        self._load_drains()
+
+    def resume(self, gpus: Sequence[int] | None) -> None:
+        """Lift the drains of `gpus` (None: every drain, the host's included)."""
+        with self._tx():
+            if gpus is None:
+                self._db.execute("DELETE FROM drains")
+            else:
+                self._db.executemany("DELETE FROM drains WHERE gpu=?", [(g,) for g in gpus])
+        self._load_drains()
+
+    def ended_before(self, cutoff: float, limit: int) -> tuple[list[int], float | None]:
+        """Ids of up to `limit` jobs that ended before `cutoff`, oldest first, and when the
+        first of the others ended (None: no other). Safe to call from a worker thread (a
+        connection of its own, as `page`): no index serves these scans, and a store of
+        many thousands of ended jobs must not hold the event loop."""
+        db = sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
+        try:
+            ended = [str(s) for s in TERMINAL]
+            marks = ",".join("?" * len(ended))
+            rows = db.execute(
+                f"SELECT id FROM jobs WHERE state IN ({marks}) AND ended_at<?"
+                " ORDER BY ended_at LIMIT ?",
+                [*ended, cutoff, limit],
+            ).fetchall()
+            (after,) = db.execute(
+                f"SELECT min(ended_at) FROM jobs WHERE state IN ({marks}) AND ended_at>=?",
+                [*ended, cutoff],
+            ).fetchone()
+        finally:
+            db.close()
+        return [int(r[0]) for r in rows], None if after is None else float(after)
+
+    def delete_ended(self, job_id: int) -> None:
+        """Delete an ended job's rows: its events, attempts and the job itself."""
+        with self._tx():
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}")
+            if JobState(row[0]) not in TERMINAL:
+                raise Conflict(f"job {job_id} is {row[0]}; only an ended job can be removed")
+            self._db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
+            self._db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
+            self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
+        self._unfinished.pop(job_id, None)
+        self._ended_counts[str(row[0])] -= 1

@@ -49,6 +49,8 @@ def wait_reason(job: JobRow, waiting: WaitReason | None, now: float) -> WaitReas
     if job.not_before is not None and job.not_before > now:
         # Known before the scheduler has planned again.
         return WaitReason(Wait.BACKOFF, until=job.not_before)
+    if job.held_by is not None:  # known before the scheduler has planned again
+        return WaitReason(Wait.HELD, by=job.held_by)
     return waiting or WaitReason(Wait.QUEUED)
 
 
@@ -89,6 +91,7 @@ def job_record(
     reveal: bool,
     instance: str,
     use: AttemptUse | None = None,
+    place: int | None = None,
 ) -> JobRecord:
     pending = job.state == JobState.PENDING
     why = wait_reason(job, waiting, time.time())
@@ -122,6 +125,11 @@ def job_record(
         created_at=ts(job.created_at),
         started_at=ts(job.started_at),
         ended_at=ts(job.ended_at),
+        group_id=job.group_id,
+        preempted_count=job.preempted_count,
+        place=place if pending else None,
+        held_by=job.held_by if pending else None,
+        boost=job.boost,
         spec=visible_spec(job.spec, reveal),
     )
 

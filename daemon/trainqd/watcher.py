@@ -106,7 +106,7 @@ def outside_attempt_cgroup(pid: int, attempt_dir: Path, job_id: int, attempt: in
     return pid not in cgroup.members(path)
 
 
-StopCause = Literal["user", "time_limit"]
+StopCause = Literal["user", "time_limit", "preempt"]
 
 
 class Watcher(Protocol):

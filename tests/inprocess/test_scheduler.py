@@ -152,26 +152,28 @@ class World:
         raise AssertionError(f"no route {method} {path}")
 
 
-def config_for(tmp: Path) -> Any:
-    (tmp / "trainqd.toml").write_text("")
+def config_for(tmp: Path, text: str = "") -> Any:
+    (tmp / "trainqd.toml").write_text(text)
     return load_config(tmp / "trainqd.toml", {"state_dir": tmp / "state", "cpu_slots": 1})
 
 
 @asynccontextmanager
 async def running(
-    tmp: Path, store: Store | None = None, alive: set[int] | None = None
+    tmp: Path, store: Store | None = None, alive: set[int] | None = None, config: str = ""
 ) -> AsyncIterator[World]:
     """A scheduler running on this test's loop; stopped (as at a shutdown) on the way out.
     A context manager, not a fixture: anyio's task group must close in the task that
     opened it."""
     store = store or Store.open(tmp / "jobs.db")
     async with anyio.create_task_group() as tg:
-        yield await start(tmp, tg, store, alive or set())
+        yield await start(tmp, tg, store, alive or set(), config)
         tg.cancel_scope.cancel()
 
 
-async def start(tmp: Path, tg: TaskGroup, store: Store, alive: set[int]) -> World:
-    config = config_for(tmp)
+async def start(
+    tmp: Path, tg: TaskGroup, store: Store, alive: set[int], config_text: str = ""
+) -> World:
+    config = config_for(tmp, config_text)
     watchers: list[FakeWatcher] = []
 
     def new_watcher(task_group: TaskGroup, on_end: OnEnd) -> FakeWatcher:
@@ -337,3 +339,66 @@ async def test_trainqs_own_stop_of_an_idle_job_uses_the_jobs_grace(tmp_path: Pat
         await world.watcher.end(job, Outcome.STOPPED, 0)
         assert world.state(job) == JobState.STOPPED
         assert world.store.get(job).stop_reason == reason
+
+
+PREEMPTING = """
+preempt_after_seconds = 0
+min_runtime_before_preemption_seconds = 0
+default_stop_grace_seconds = 7
+default_class = "low"
+[classes.low]
+preemptible = true
+[classes.high]
+weight = 10
+may_preempt = true
+"""
+
+
+async def test_a_victim_is_preempted_once_and_queued_again_keeping_its_place(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, config=PREEMPTING) as world:
+        victim = world.submit(gpus=2)
+        world.plan()
+        assert world.state(victim) == JobState.RUNNING
+        later = world.submit(gpus=2)  # low too: waits, never preempts
+        urgent = world.submit(gpus=1, job_class="high")
+        for _ in range(3):  # planned again and again while the victim stops: asked once
+            world.plan()
+        assert world.watcher.stops == [(victim, 7.0, "preempt")]
+        assert world.state(victim) == JobState.STOPPING
+        reason = f"preempted by job {urgent} ({ME.user})"
+        assert world.store.get(victim).stop_reason == reason
+        assert world.scheduler.waiting[urgent].kind == Wait.PREEMPTING
+
+        await world.watcher.end(victim, Outcome.PREEMPTED, 0)
+        world.plan()
+        assert world.state(urgent) == JobState.RUNNING
+        job = world.store.get(victim)
+        assert (job.state, job.preempted_count, job.lost_count) == (JobState.PENDING, 1, 0)
+        (attempt,) = world.store.attempts([victim])[victim]
+        assert (attempt.outcome, attempt.reason) == (Outcome.PREEMPTED, reason)
+        # It keeps its place: its submit time still puts it before the later low job.
+        assert world.scheduler.place(victim) == 1
+        assert world.scheduler.place(later) == 2
+
+        await world.watcher.end(urgent, Outcome.EXITED, 0)
+        world.plan()
+        assert world.state(victim) == JobState.RUNNING
+        assert world.store.get(victim).stop_reason is None
+        assert world.state(later) == JobState.PENDING
+
+
+async def test_a_users_stop_of_a_job_being_preempted_ends_it(tmp_path: Path) -> None:
+    async with running(tmp_path, config=PREEMPTING) as world:
+        victim = world.submit(gpus=2)
+        world.plan()
+        world.submit(gpus=1, job_class="high")
+        world.plan()
+        assert world.state(victim) == JobState.STOPPING
+        world.scheduler.stop(victim, ME.uid, None)
+        assert world.store.get(victim).stop_reason == f"stopped by {ME.user}"
+        # The monitor keeps the first cause, the preemption; the user's stop wins.
+        await world.watcher.end(victim, Outcome.PREEMPTED, 0)
+        job = world.store.get(victim)
+        assert (job.state, job.preempted_count) == (JobState.STOPPED, 0)

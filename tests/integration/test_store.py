@@ -243,3 +243,27 @@ def test_a_page_is_filtered_in_sql_and_says_what_follows(store: Store) -> None:
 
 def test_every_migration_can_be_undone_for_the_tests_of_older_databases() -> None:
     assert set(UNDO) == set(MIGRATIONS)
+
+
+def test_the_counts_kept_in_memory_match_the_database(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "db")
+    ids = [store.submit(JobSpec(command=["true"]), OWNER, 1.0).id for _ in range(4)]
+    store.transition(ids[0], JobState.STOPPED, 2.0, "stopped", stop_reason="user")
+    store.stop_pending(ids[1:3], 2.0, "group stopped", stop_reason="user")
+    store.delete_ended(ids[1])
+
+    def counted(db: Store) -> dict[str, int]:
+        raw = sqlite3.connect(tmp_path / "db")
+        try:
+            found = {str(s): 0 for s in JobState}
+            found.update(raw.execute("SELECT state, count(*) FROM jobs GROUP BY state"))
+            return found
+        finally:
+            raw.close()
+
+    assert store.counts() == counted(store) == {**{str(s): 0 for s in JobState},
+                                                "PENDING": 1, "STOPPED": 2}  # fmt: skip
+    store.close()
+    reopened = Store.open(tmp_path / "db")
+    assert reopened.counts() == counted(reopened)
+    reopened.close()

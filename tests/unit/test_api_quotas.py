@@ -10,6 +10,7 @@ import pytest
 from trainq.core.errors import Busy
 from trainqd.api.limits import ServerLimits
 from trainqd.api.quotas import (
+    LARGE_BODIES,
     RESERVED_DESCRIPTORS,
     Occupancy,
     descriptors_needed,
@@ -80,3 +81,19 @@ def test_the_open_files_limit_is_raised_as_far_as_needed() -> None:
         assert descriptors_needed(ServerLimits()) == 1024 + 64 + RESERVED_DESCRIPTORS
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_large_bodies_one_per_user_and_a_few_in_all() -> None:
+    occupancy = Occupancy(ServerLimits())
+    assert occupancy.take_large_body(ALICE) is None
+    again = occupancy.take_large_body(ALICE)
+    assert isinstance(again, Busy)
+    assert "already sending" in again.message
+    others = [1100 + n for n in range(LARGE_BODIES - 1)]
+    assert [occupancy.take_large_body(uid) for uid in others] == [None] * len(others)
+    full = occupancy.take_large_body(BOB)
+    assert isinstance(full, Busy)
+    assert "most large requests" in full.message
+    occupancy.release_large_body(ALICE)
+    assert occupancy.take_large_body(BOB) is None
+    assert ALICE not in occupancy.large_bodies

@@ -87,7 +87,8 @@ SUBMIT_HINT = " (put the job's command after `--`: trainq submit [options] -- CO
 JOB_ID = "argument JOB: expected a job id (a whole number like 12), got"
 STATES = "PENDING, RUNNING, STOPPING, COMPLETED, FAILED, STOPPED"
 COMMANDS = (
-    "'submit', 'stop', 'ls', 'show', 'logs', 'wait', 'gpus', 'health', 'top', 'report', 'export'"
+    "'submit', 'stop', 'ls', 'show', 'logs', 'wait', 'gpus', 'health', 'top', 'report', 'users', "
+    "'hold', 'release', 'update', 'rm', 'drain', 'resume', 'export'"
 )
 USAGE_ERRORS = [
     ("submit --gpus two", "submit: argument --gpus: expected a whole number, got 'two'"),
@@ -119,6 +120,14 @@ USAGE_ERRORS = [
     ("logs 1 --stdout --stderr", "logs: argument --stderr: not allowed with argument --stdout"),
     ("ls --state done", f"ls: argument --state: unknown state 'done' (one of {STATES})"),
     ("ls --bogus", "ls: unrecognized arguments: --bogus"),
+    ("hold", "hold: the following arguments are required: JOB..."),
+    ("rm 3 x", "rm: argument JOB...: expected a job id (a whole number like 12), got 'x'"),
+    ("update 3 --gpus two", "update: argument --gpus: expected a whole number, got 'two'"),
+    (
+        "drain --reason r --gpus 1,b",
+        "drain: argument --gpus: expected GPU indices such as 2,3, got '1,b'",
+    ),
+    ("drain --gpus 1", "drain: the following arguments are required: --reason"),
     ("frobnicate", f": argument COMMAND: invalid choice: 'frobnicate' (choose from {COMMANDS})"),
 ]
 

@@ -38,6 +38,9 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("socket = 'relative.sock'\n", "must be an absolute path"),
         ("cpu_slots = 0\n", "cpu_slots"),
         ("default_engine = 'lxc'\n", "default_engine"),
+        ("backend = 'kubernetes'\n", "backend"),
+        ("slurm_poll_seconds = 0\n", "slurm_poll_seconds"),
+        ("slurm_python = 'python3'\n", "not an absolute path"),
         ("gpus = \n", "Invalid value"),
     ],
 )

@@ -38,6 +38,7 @@ def test_every_state_is_reachable_from_pending() -> None:
         (JobState.RUNNING, JobState.STOPPING),
         (JobState.STOPPING, JobState.STOPPED),
         (JobState.STOPPING, JobState.COMPLETED),
+        (JobState.STOPPING, JobState.PENDING),  # preempted
     ],
 )
 def test_allowed(src: JobState, dst: JobState) -> None:
@@ -51,7 +52,7 @@ def test_allowed(src: JobState, dst: JobState) -> None:
         (JobState.PENDING, JobState.STOPPING),
         (JobState.COMPLETED, JobState.PENDING),
         (JobState.STOPPED, JobState.RUNNING),
-        (JobState.STOPPING, JobState.PENDING),
+        (JobState.STOPPED, JobState.PENDING),
         (JobState.FAILED, JobState.STOPPED),
     ],
 )

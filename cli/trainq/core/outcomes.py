@@ -18,6 +18,7 @@ class Outcome(StrEnum):
     FEEDER_FAILED = "feeder_failed"  # a Pipe mode channel could not be fed (unreadable data)
     OOM_KILLED = "oom_killed"  # the kernel's out-of-memory killer ended it
     LOST = "lost"  # its monitor vanished without a record (reboot); retried from checkpoint
+    PREEMPTED = "preempted"  # stopped to make room for a higher class's job; queued again
 
 
 OUTCOMES = frozenset(o.value for o in Outcome)

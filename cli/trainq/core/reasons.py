@@ -25,6 +25,8 @@ class Wait(StrEnum):
     RESERVED = "reserved"  # the free GPUs are kept for an earlier job
     HELD = "held"  # held by its owner or an admin until released
     DRAINED = "drained"  # an admin drained the host, or too many of its GPUs
+    PREEMPTING = "preempting"  # running jobs of lower classes are being stopped for it
+    SLURM = "slurm"  # handed to Slurm (backend = "slurm"), which has not started it yet
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class WaitReason:
     until: float | None = None  # backoff's end, or when the GPUs are expected (epoch s)
     job_id: int | None = None  # the job the GPUs are reserved for (RESERVED)
     by: str | None = None  # who held the job (HELD)
+    of_class: str | None = None  # the class whose per-user limit holds it (USER_*_LIMIT)
+    slurm_job: int | None = None  # the Slurm job id (SLURM)
 
 
 def count_gpus(count: int) -> str:
@@ -55,10 +59,11 @@ def render(reason: WaitReason) -> str:
         return f"needs {count_gpus(gpus)}; this host has {reason.host_gpus}"
     if k == Wait.BACKOFF:
         return f"retry backoff until {clock(reason.until or 0.0)}"
+    of_class = "" if reason.of_class is None else f" of class {reason.of_class}"
     if k == Wait.USER_JOB_LIMIT:
-        return f"held: max_running_jobs_per_user ({reason.limit})"
+        return f"held: max_running_jobs_per_user{of_class} ({reason.limit})"
     if k == Wait.USER_GPU_LIMIT:
-        return f"held: max_gpus_per_user ({reason.limit})"
+        return f"held: max_gpus_per_user{of_class} ({reason.limit})"
     if k == Wait.CPU_SLOT:
         return f"waiting for a CPU slot (all {reason.limit} in use)"
     if k == Wait.NO_CPU_SLOTS:
@@ -82,4 +87,8 @@ def render(reason: WaitReason) -> str:
             f"needs {count_gpus(gpus)}; {reason.host_gpus} are not drained"
             " (an admin drained the others)"
         )
+    if k == Wait.SLURM:
+        return f"queued in Slurm as job {reason.slurm_job}"
+    if k == Wait.PREEMPTING:
+        return f"preempting jobs of lower classes for {count_gpus(gpus)} ({reason.free} free)"
     return "queued"

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # An image reference as the engines accept it; never starting with "-" so it cannot be
 # mistaken for an engine flag.
@@ -124,7 +125,19 @@ class ChannelSpec(_Strict):
 class JobSpec(_Strict):
     """A training job as submitted. Exactly one of `command` and `image`."""
 
+    # `class` is a Python keyword: the field is `job_class`, the key (JSON, spec files) `class`.
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        str_strip_whitespace=False,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
     name: str | None = None
+    # The administrator's class (QoS) it runs in; None: the configured default class.
+    job_class: str | None = Field(default=None, alias="class")
     priority: Annotated[StrictInt, Field(ge=-10_000, le=10_000)] = 0
     gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
     command: Annotated[list[str], Field(min_length=1, max_length=4096)] | None = None
@@ -148,6 +161,13 @@ class JobSpec(_Strict):
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         return None if value is None else check_name("job", value)
+
+    @field_validator("job_class")
+    @classmethod
+    def _job_class(cls, value: str | None) -> str | None:
+        if value is not None and not CLASS_RE.match(value):
+            raise ValueError(f"class {value!r} is not a class name")
+        return value
 
     @field_validator("command")
     @classmethod

@@ -6,6 +6,7 @@ the CLI's renderers all read the lifecycle from here, so it can never disagree w
     PENDING -> RUNNING -> COMPLETED
                        -> FAILED
                        -> STOPPING -> STOPPED        (user stop, time limit)
+                                   -> PENDING        (preempted: queued again)
                        -> PENDING                    (transient crash with retries left;
                                                       preemption; daemon restart)
     PENDING -> STOPPED                               (stopped before it ran)
@@ -54,6 +55,8 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
             # so a job that completed is never reported as stopped.
             JobState.COMPLETED,
             JobState.FAILED,
+            # Preempted: stopped to make room for a higher class's job, queued again.
+            JobState.PENDING,
         }
     ),
     JobState.COMPLETED: frozenset(),

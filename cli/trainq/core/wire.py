@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from trainq.core.outcomes import Outcome
 from trainq.core.reasons import WaitReason
@@ -72,6 +72,11 @@ class JobRecord(_Wire):
     created_at: datetime
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    group_id: int | None = None  # a sweep's group: the id of its first job
+    held_by: str | None = None  # who holds it back from starting (`trainq release` lets it)
+    boost: int = 0  # an admin's raise of the job above other users' work
+    preempted_count: int = 0  # times it was preempted and queued again
+    place: int | None = None  # a PENDING job's place in the queue at the last plan (1: next)
     spec: JobSpec
 
 
@@ -82,9 +87,70 @@ class JobList(_Wire):
     next: str | None = None
 
 
+class SubmittedGroup(_Wire):
+    """The answer to a list of specs in one POST /v1/jobs: the jobs, in the list's order,
+    and their group (the first job's id)."""
+
+    group_id: int
+    jobs: list[JobRecord]
+
+
+class GroupStopped(_Wire):
+    """POST /v1/groups/{id}/stop: the jobs asked to stop, and how many unfinished jobs of
+    the group the caller may not stop."""
+
+    group_id: int
+    stopped: list[int]
+    not_allowed: int = 0
+
+
 class StopRequest(_Wire):
     model_config = ConfigDict(extra="forbid", frozen=True)
     grace_seconds: StrictFloat | None = Field(default=None, ge=0, le=86400)
+
+
+class JobUpdate(_Wire):
+    """PATCH /v1/jobs/{id}: what changes in a pending job; each key left out stays."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    priority: StrictInt | None = None
+    gpus: StrictInt | None = None
+    max_runtime_seconds: StrictInt | None = None
+    job_class: StrictStr | None = Field(default=None, alias="class")
+    boost: StrictInt | None = Field(default=None, ge=-1_000_000, le=1_000_000)
+
+
+class DrainRequest(_Wire):
+    """POST /v1/drain: these GPUs (none named: the whole host) take no new job."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpus: list[StrictInt] | None = Field(default=None, max_length=1024)
+    reason: StrictStr = Field(min_length=1, max_length=500)
+
+
+class ResumeRequest(_Wire):
+    """POST /v1/resume: lift the drains of these GPUs (none named: every drain)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpus: list[StrictInt] | None = Field(default=None, max_length=1024)
+
+
+class DrainRecord(_Wire):
+    gpu: int | None = None  # None: the whole host
+    reason: str
+    by: str
+    since: datetime
+
+
+class DrainList(_Wire):
+    drains: list[DrainRecord]
+
+
+class Removed(_Wire):
+    """DELETE /v1/jobs/{id}: the job, and how many files and directories went with it."""
+
+    id: int
+    files: int
 
 
 class GpuRecord(_Wire):
@@ -99,11 +165,13 @@ class GpuRecord(_Wire):
     # The last sample (daemon/trainqd/sampling.py), None before the first or where unknown.
     utilization_percent: float | None = None
     power_watts: float | None = None
+    drain: DrainRecord | None = None  # drained: takes no new job (its job runs on)
 
 
 class GpuList(_Wire):
     backend: Literal["nvml", "fake", "none"]
     gpus: list[GpuRecord]
+    host_drain: DrainRecord | None = None  # the whole host drained: nothing new starts
 
 
 class HealthRecord(_Wire):
@@ -116,6 +184,7 @@ class HealthRecord(_Wire):
     gpus: int
     cpu_slots: int
     jobs: dict[str, int]
+    drains: list[DrainRecord] = Field(default_factory=list)  # gpu None: the whole host
 
 
 class EventRecord(_Wire):
@@ -142,6 +211,26 @@ class UsageReport(_Wire):
     until: datetime
     by: Literal["user"]
     rows: list[UsageRow]
+
+
+class UserShare(_Wire):
+    """One user's part of the workstation (`trainq users`): recent use, decayed with the
+    fair share half-life, and the jobs they have running and waiting now."""
+
+    user: str
+    uid: int
+    gpu_hours: float  # decayed GPU-hours
+    cpu_slot_hours: float  # decayed CPU-slot-hours
+    share: float  # of all users' decayed GPU-hours, 0..1
+    running_jobs: int
+    running_gpus: int
+    waiting_jobs: int
+    waiting_gpus: int
+
+
+class UserList(_Wire):
+    half_life_days: float  # 0: fair share is off, and usage is not kept
+    users: list[UserShare]
 
 
 class ErrorDetail(_Wire):

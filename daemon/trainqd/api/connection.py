@@ -105,6 +105,7 @@ class Connection:
         self.waited = False  # for the request being read: did it wait for the socket?
         self.hung_up = False
         self.head_only = False  # the request being answered is a HEAD: no body goes back
+        self.large_body = False  # holds one of the large bodies (quotas.py) for this request
 
     async def run(self) -> None:
         try:
@@ -119,10 +120,15 @@ class Connection:
 
     async def _serve_requests(self) -> None:
         while True:
-            request = await self._receive_request()
-            if request is None:
-                return
-            await self._respond(request)
+            try:
+                request = await self._receive_request()
+                if request is None:
+                    return
+                await self._respond(request)
+            finally:
+                if self.large_body:
+                    self.large_body = False
+                    self.occupancy.release_large_body(self.caller.uid)
             self.served += 1
             if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
                 return
@@ -145,6 +151,7 @@ class Connection:
         head: h11.Request | None = None
         body: list[bytes] = []
         size = 0
+        max_body = limits.max_body
         while True:
             try:
                 event = conn.next_event()
@@ -170,8 +177,9 @@ class Connection:
                 if _head_size(event) > limits.max_header_block:
                     await self._refuse(431, self._header_too_large())
                     return None
-                if _declared_length(event) > limits.max_body:
-                    await self._refuse(413, self._too_large())
+                max_body = self._body_limit(event)
+                if _declared_length(event) > max_body:
+                    await self._refuse(413, self._too_large(max_body))
                     return None
                 if conn.they_are_waiting_for_100_continue:
                     await self._send(
@@ -179,9 +187,15 @@ class Connection:
                     )
             elif isinstance(event, h11.Data):
                 size += len(event.data)
-                if size > limits.max_body:
-                    await self._refuse(413, self._too_large())
+                if size > max_body:
+                    await self._refuse(413, self._too_large(max_body))
                     return None
+                if size > limits.max_body and not self.large_body:
+                    busy = self.occupancy.take_large_body(self.caller.uid)
+                    if busy is not None:
+                        await self._refuse(busy.http_status, busy)
+                        return None
+                    self.large_body = True
                 body.append(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 assert head is not None
@@ -200,8 +214,18 @@ class Connection:
             f"request header block is larger than {self.limits.max_header_block} bytes"
         )
 
-    def _too_large(self) -> PayloadTooLarge:
-        return PayloadTooLarge(f"request body is larger than {self.limits.max_body} bytes")
+    def _too_large(self, max_body: int) -> PayloadTooLarge:
+        return PayloadTooLarge(f"request body is larger than {max_body} bytes")
+
+    def _body_limit(self, head: h11.Request) -> int:
+        """The server's body limit, or the larger one of the route asked for (a list of
+        jobs in one submission)."""
+        path, _ = split_target(head.target.decode("latin-1"))
+        try:
+            route, _ = self.router.match(head.method.decode("ascii", "replace"), path)
+        except TrainqError:  # answered once the request is read
+            return self.limits.max_body
+        return max(self.limits.max_body, route.max_body or 0)
 
     def _request(self, head: h11.Request, body: bytes) -> Request:
         path, query = split_target(head.target.decode("latin-1"))

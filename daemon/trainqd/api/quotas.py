@@ -24,6 +24,8 @@ ROOT_UID = 0
 # Descriptors the daemon needs besides its API connections: the database, job directories,
 # monitors' pipes, the GPU library, log files being streamed.
 RESERVED_DESCRIPTORS = 256
+# Request bodies over the server's usual limit (a route may take more) received at once.
+LARGE_BODIES = 4
 
 
 class Occupancy:
@@ -34,6 +36,7 @@ class Occupancy:
         self.total = 0
         self.connections: Counter[int] = Counter()
         self.streams: Counter[int] = Counter()
+        self.large_bodies: Counter[int] = Counter()
 
     def admit(self, uid: int) -> Busy | None:
         """Count a new connection of `uid` (`release` it when it ends), or say why it is
@@ -59,6 +62,23 @@ class Occupancy:
         self.connections[uid] -= 1
         if not self.connections[uid]:
             del self.connections[uid]
+
+    def take_large_body(self, uid: int) -> Busy | None:
+        """Count a body over the server's usual limit that `uid` is sending (a list of jobs
+        may be megabytes; `release_large_body` it once answered), or say why not: one such
+        body per user at a time and LARGE_BODIES in all, so that the memory they hold is
+        bounded whatever one user sends."""
+        if self.large_bodies[uid]:
+            return Busy("you are already sending trainqd a large request; try again after it")
+        if self.large_bodies.total() >= LARGE_BODIES:
+            return Busy("trainqd is receiving its most large requests at once; try again")
+        self.large_bodies[uid] += 1
+        return None
+
+    def release_large_body(self, uid: int) -> None:
+        self.large_bodies[uid] -= 1
+        if not self.large_bodies[uid]:
+            del self.large_bodies[uid]
 
     @contextmanager
     def stream(self, uid: int) -> Iterator[None]:

@@ -214,12 +214,13 @@ class Route:
     pattern: str  # "/v1/jobs/{id}": a {name} segment matches one non-empty path segment
     handler: Handler
     summary: str
-    request_model: type[BaseModel] | None = None
+    request_model: Any = None  # a model class or a type such as JobSpec | list[JobSpec]
     response_model: Any = None  # a model class or a type such as list[GpuRecord]
     query: Sequence[QueryParam] = ()
     streaming_content_type: str | None = None
     status: int = 200  # the success status, for the OpenAPI document
     body_optional: bool = False  # the request body may be left out (an empty body is {})
+    max_body: int | None = None  # a larger body than the server's limit (bytes), or None
 
     @property
     def param_names(self) -> list[str]:

@@ -34,7 +34,7 @@ INTERRUPTED = "interrupted: SIGTERM without a stop request (host shutdown?)"
 if TYPE_CHECKING:
     from typing import Literal
 
-    StopCause = Literal["user", "time_limit", "feeder", "shutdown"]
+    StopCause = Literal["user", "time_limit", "feeder", "shutdown", "preempt"]
 
 # Plain classes where a dataclass would do: building a dataclass costs a millisecond or
 # two at import, and the monitor imports this before its trainer starts.
@@ -136,6 +136,8 @@ def conclude(status: int, stop: Stop | None, ml_root: str, stderr_fd: int) -> En
             return Ending("timed_out", exit_code, signum, f"time limit reached: {how}")
         if stop.cause == "shutdown":
             return Ending("interrupted", exit_code, signum, f"{INTERRUPTED}: {how}")
+        if stop.cause == "preempt":  # whatever the trainer did, it runs again
+            return Ending("preempted", exit_code, signum, f"preempted: {how}")
         return Ending("stopped", exit_code, signum, f"stopped on request: {how}")
     if exit_code == 0:
         return Ending("exited", 0)
@@ -154,6 +156,8 @@ def not_started(cause: str) -> Ending:
         return Ending("timed_out", reason="time limit reached before the trainer started")
     if cause == "shutdown":
         return Ending("interrupted", reason="interrupted before the trainer started")
+    if cause == "preempt":
+        return Ending("preempted", reason="preempted before the trainer started")
     return Ending("stopped", reason="stopped before the trainer started")
 
 
@@ -168,7 +172,8 @@ def read_stop_request(stop_file: str, default_grace: float) -> tuple[float, Stop
     if not isinstance(raw, dict):
         return default_grace, "shutdown"
     asked = _seconds(raw.get("grace_seconds"))
-    cause: StopCause = "time_limit" if raw.get("reason") == "time_limit" else "user"
+    reason = raw.get("reason")
+    cause: StopCause = reason if reason in ("time_limit", "preempt") else "user"
     return (default_grace if asked is None else asked), cause
 
 

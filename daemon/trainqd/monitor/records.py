@@ -110,6 +110,7 @@ class Launch:
     # sources read-only in the trainer's mount namespace (privileges.make_job_view).
     ml_files: dict[str, str] = field(default_factory=dict)
     file_channels: list[FileChannel] = field(default_factory=list)
+    max_processes: int = 0  # RLIMIT_NPROC for the owner's processes here; 0: inherited
     version: int = LAUNCH_VERSION
 
     def to_json(self) -> bytes:
@@ -131,7 +132,7 @@ class Launch:
 @dataclass(frozen=True)
 class StopOrder:
     grace_seconds: float
-    reason: Literal["user", "time_limit"]
+    reason: Literal["user", "time_limit", "preempt"]
     requested_by: int | None = None  # uid
 
 

@@ -22,6 +22,7 @@ Whatever prevents the start becomes StartFailed with a one-line reason for the r
 from __future__ import annotations
 
 import os
+import resource
 import stat
 
 from trainqd.monitor import children, devices, libc, mounts
@@ -109,6 +110,11 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
         children.load_feeder()
     owner = launch.owner
     try:
+        if is_root() and launch.max_processes:
+            # Set while still root, for the monitor and all it starts once it is the owner:
+            # the kernel counts every process of the owner's against it at each fork.
+            cap = launch.max_processes
+            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
         drop_to(owner.uid, owner.gid, owner.groups)
     except OSError as exc:
         raise StartFailed(f"cannot run as user {owner.user}: {exc}") from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 
 from trainq.core.export.common import Unsupported, ceil_seconds, job_name
 from trainq.core.spec import JobSpec
@@ -94,13 +95,21 @@ def batch_script(
     job_dir_base: str | None = None,
     engine: str = "podman",
     partition: str | None = None,
+    job_dir: str | None = None,
+    spec_file: str | None = None,
+    step_args: Sequence[str] = (),
 ) -> str:
     """The whole script. `python` runs trainqd.run on the node (an interpreter with trainq
-    installed); `job_dir_base` is where job directories go (default: the submit directory)."""
+    installed); `job_dir_base` is where job directories go (default: the submit directory).
+    trainqd's Slurm back end names instead one fixed `job_dir` (its own job directory), a
+    `spec_file` the job's owner can write, and `step_args` for trainqd.run."""
     _check(spec)
     base = '"$SLURM_SUBMIT_DIR"' if job_dir_base is None else shlex.quote(job_dir_base)
+    where = f'{base}/"trainq-$SLURM_JOB_ID"' if job_dir is None else shlex.quote(job_dir)
+    spec_at = '"$job_dir/spec.json"' if spec_file is None else shlex.quote(spec_file)
     spec_json = json.dumps(spec.model_dump(mode="json", exclude_none=True), sort_keys=True)
     run = shlex.join([python, "-m", "trainqd.run"])
+    extra = "".join(f" {shlex.quote(arg)}" for arg in step_args)
     engine_flag = f"--engine {spec.engine or engine}"
     return "\n".join(
         [
@@ -108,12 +117,12 @@ def batch_script(
             f"# trainq job {job_name(spec)!r}, exported for Slurm (sbatch this file).",
             *directives(spec, partition),
             "set -euo pipefail",
-            f'job_dir={base}/"trainq-$SLURM_JOB_ID"',
+            f"job_dir={where}",
             'mkdir -p -m 700 "$job_dir"',
-            f"cat > \"$job_dir/spec.json\" <<'{SPEC_END}'",
+            f"cat > {spec_at} <<'{SPEC_END}'",
             spec_json,
             SPEC_END,
-            f'exec {run} "$job_dir/spec.json" --job-dir "$job_dir" {engine_flag}',
+            f'exec {run} {spec_at} --job-dir "$job_dir" {engine_flag}{extra}',
             "",
         ]
     )

@@ -1,0 +1,117 @@
+"""`trainq hold`, `release`, `update`, `rm`, `drain` and `resume`: sharing the workstation.
+
+Commands that take several jobs act on each in turn: a refusal for one is its one line on
+stderr, the others still happen, and the exit status is that of the last refusal (0 when
+none was refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trainq.commands import Context
+from trainq.core.errors import InvalidRequest, TrainqError
+
+
+def _each(ctx: Context, jobs: Sequence[int], act: Callable[[int], str]) -> int:
+    status = 0
+    for job_id in jobs:
+        try:
+            ctx.print(act(job_id))
+        except TrainqError as exc:
+            ctx.say(" ".join(exc.message.split()))
+            status = int(exc.exit_code)
+    return status
+
+
+def hold(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/jobs/{id}/hold for each job: it does not start until released."""
+    client = ctx.client()
+
+    def act(job_id: int) -> str:
+        _, job = client.request("POST", f"/v1/jobs/{job_id}/hold")
+        return f"{job_id} held by {job.get('held_by')}"
+
+    return _each(ctx, args.jobs, act)
+
+
+def release(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/jobs/{id}/release for each job."""
+    client = ctx.client()
+
+    def act(job_id: int) -> str:
+        client.request("POST", f"/v1/jobs/{job_id}/release")
+        return f"{job_id} released"
+
+    return _each(ctx, args.jobs, act)
+
+
+def rm(ctx: Context, args: argparse.Namespace) -> int:
+    """DELETE /v1/jobs/{id} for each job: its directory, logs and records."""
+    client = ctx.client()
+
+    def act(job_id: int) -> str:
+        client.request("DELETE", f"/v1/jobs/{job_id}")
+        return f"{job_id} removed"
+
+    return _each(ctx, args.jobs, act)
+
+
+UPDATE_KEYS = (
+    ("priority", "priority"),
+    ("gpus", "gpus"),
+    ("max_runtime", "max_runtime_seconds"),
+    ("job_class", "class"),
+    ("boost", "boost"),
+)
+
+
+def update(ctx: Context, args: argparse.Namespace) -> int:
+    """PATCH /v1/jobs/{id} with the keys given; prints what the job is now."""
+    given = {key: getattr(args, flag) for flag, key in UPDATE_KEYS}
+    body = {key: value for key, value in given.items() if value is not None}
+    if not body:
+        raise InvalidRequest(
+            "nothing to change: give --priority, --gpus, --max-runtime, --class or --boost"
+        )
+    _, job = ctx.client().request("PATCH", f"/v1/jobs/{args.job}", json=body)
+    spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+    now = [f"{key}={spec.get(key)}" for _, key in UPDATE_KEYS[:4] if key in body]
+    if "boost" in body:
+        now.append(f"boost={job.get('boost')}")
+    ctx.print(f"{args.job} updated: {' '.join(now)}")
+    return 0
+
+
+def drain_lines(drains: Sequence[Mapping[str, Any]]) -> list[str]:
+    """`host drained by root: new driver` / `GPU 2 drained by tq-carol: fan noise`."""
+    lines = []
+    for drain in drains:
+        gpu = drain.get("gpu")
+        what = "host" if gpu is None else f"GPU {gpu}"
+        lines.append(f"{what} drained by {drain.get('by')}: {drain.get('reason')}")
+    return lines
+
+
+def _drains_now(ctx: Context, body: Any) -> int:
+    drains = body.get("drains", []) if isinstance(body, dict) else []
+    ctx.print("\n".join(drain_lines(drains)) if drains else "nothing is drained")
+    return 0
+
+
+def drain(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/drain: nothing new starts on those GPUs (or the host); prints every drain."""
+    body: dict[str, Any] = {"reason": args.reason}
+    if args.gpus is not None:
+        body["gpus"] = args.gpus
+    _, answer = ctx.client().request("POST", "/v1/drain", json=body)
+    return _drains_now(ctx, answer)
+
+
+def resume(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/resume: lift the drains of those GPUs (or all); prints what stays drained."""
+    body = {} if args.gpus is None else {"gpus": args.gpus}
+    _, answer = ctx.client().request("POST", "/v1/resume", json=body)
+    return _drains_now(ctx, answer)

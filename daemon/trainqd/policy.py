@@ -1,0 +1,196 @@
+"""The scheduler's side of sharing (docs/architecture.md, "Sharing"): turns the queue and
+the running jobs into the planner's inputs with their classes and the users' fair share
+usage, carries out the plan's preemptions, and answers `trainq users` and a job's place.
+
+The planner decides (planner.py, a pure function); this module only gathers what it needs
+and acts on what it returns. Fair share's bookkeeping is fairshare.py's; a preemption is a
+stop (stopping.py) whose monitor records the attempt as `preempted`, and outcomes.py then
+queues the job again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+import structlog
+
+from trainq.core.errors import DiskFull
+from trainq.core.states import ACTIVE, JobState, TransitionError
+from trainq.core.wire import UserShare
+from trainqd import classes, fairshare, plan_inputs, planner
+from trainqd.classes import JobClass
+from trainqd.config import Config
+from trainqd.stopping import Stopping
+from trainqd.store import AttemptRow, JobRow, Store
+
+log = structlog.get_logger("trainqd.policy")
+
+
+class SharingPolicy:
+    def __init__(self, config: Config, store: Store, stopping: Stopping) -> None:
+        self._config = config
+        self._store = store
+        self._stopping = stopping
+        self.classes: Mapping[str, JobClass] = config.job_classes
+        self.limits = planner.Limits(
+            max_running_jobs_per_user=config.max_running_jobs_per_user,
+            max_gpus_per_user=config.max_gpus_per_user,
+            classes=classes.limits(self.classes),
+        )
+        self.usage = fairshare.FairShare(config.fair_share_half_life_days)
+        # Victims asked to stop, and when their grace is over at the latest: the planner
+        # counts their GPUs as coming free then, and none is preempted twice.
+        self.stop_due: dict[int, float] = {}
+        self._order: list[int] = []  # the last plan's queue, in order
+        self._places: dict[int, int] | None = None
+        self._starts: dict[int, float] = {}  # running job -> its attempt's start
+        self._gpu_usage: Mapping[int, float] = {}  # as the last plan was given it
+
+    # -- fair share --------------------------------------------------------------------
+
+    def seed(self, now: float) -> None:
+        """Read the attempts of the last few half-lives once, at start-up."""
+        if not self.usage.enabled:
+            return
+        rows = self._store.attempts_ended_since(self.usage.seed_since(now))
+        used = [
+            fairshare.Used(uid, user, _gpu_count(gpus), started, ended)
+            for uid, user, gpus, started, ended in rows
+        ]
+        self.usage.seed(used, now)
+        if rows:
+            log.info("fair share seeded", attempts=len(rows))
+
+    def attempt_ended(self, job: JobRow, attempt: AttemptRow, ended: float) -> None:
+        """An attempt's end was recorded (endings.py's hook)."""
+        self._starts.pop(job.id, None)
+        self.usage.add(
+            fairshare.Used(
+                job.owner.uid, job.owner.user, len(attempt.gpus), attempt.started_at, ended
+            )
+        )
+
+    def _running(self, active: Sequence[JobRow], now: float) -> list[fairshare.Used]:
+        return [
+            fairshare.Used(job.owner.uid, job.owner.user, len(job.gpus), self._starts[job.id], now)
+            for job in active
+            if job.id in self._starts
+        ]
+
+    def _attempt_starts(self, active: Sequence[JobRow]) -> None:
+        """Learn the running attempts' starts the first time each is seen."""
+        unknown = [job.id for job in active if job.id not in self._starts]
+        if unknown:
+            for job_id, attempts in self._store.attempts(unknown).items():
+                if attempts:
+                    self._starts[job_id] = attempts[-1].started_at
+        running = {job.id for job in active}
+        for job_id in [j for j in self._starts if j not in running]:
+            del self._starts[job_id]
+        for job_id in [j for j in self.stop_due if j not in running]:
+            del self.stop_due[job_id]
+
+    # -- the planner's inputs ----------------------------------------------------------
+
+    def class_of(self, job: JobRow) -> tuple[str, JobClass]:
+        name = classes.class_of(job.spec.job_class, self._config.default_class)
+        # A class the administrator has since removed: the job is planned as a plain one.
+        return name, self.classes.get(name) or plan_inputs.IMPLICIT[1]
+
+    def inputs(
+        self,
+        pending: Sequence[JobRow],
+        active: Sequence[JobRow],
+        deadlines: Mapping[int, float],
+        now: float,
+    ) -> tuple[list[planner.QueuedJob], list[planner.RunningJob], planner.Sharing]:
+        grace = self._config.default_stop_grace_seconds
+        self._attempt_starts(active)
+        queue = [plan_inputs.queued(job, grace, self.class_of(job)) for job in pending]
+        running = [
+            plan_inputs.running(
+                job,
+                deadlines.get(job.id),
+                grace,
+                self.class_of(job),
+                attempt_started=self._starts.get(job.id),
+                stop_due=self.stop_due.get(job.id),
+            )
+            for job in active
+        ]
+        usage = self.usage.usage(self._running(active, now), now)
+        sharing = planner.Sharing(
+            fair=self.usage.enabled,
+            gpu_usage=usage.gpu,
+            cpu_usage=usage.cpu,
+            preempt_after=self._config.preempt_after_seconds,
+            min_runtime=self._config.min_runtime_before_preemption_seconds,
+        )
+        return queue, running, sharing
+
+    # -- acting on the plan ------------------------------------------------------------
+
+    def planned(self, result: planner.Plan, now: float) -> None:
+        """Keep the plan's order and stop its victims; each victim once."""
+        started = {start.job_id for start in result.starts}
+        self._order = [job_id for job_id in result.order if job_id not in started]
+        self._gpu_usage = result.gpu_usage
+        self._places = None
+        for preemption in result.preemptions:
+            if preemption.victim in self.stop_due:
+                continue
+            try:
+                for_job = self._store.get(preemption.for_job)
+                grace = self._stopping.preempt(preemption.victim, for_job, now)
+            except TransitionError:  # it ended meanwhile: its GPUs are free anyway
+                continue
+            except DiskFull:  # the next plan asks again
+                log.warning("disk full: a preemption is put off", job_id=preemption.victim)
+                continue
+            self.stop_due[preemption.victim] = now + grace
+            log.info(
+                "preempted",
+                job_id=preemption.victim,
+                for_job=preemption.for_job,
+                by=for_job.owner.user,
+            )
+
+    def sorts_after(self, job: JobRow, head: planner.OrderKey | None) -> bool:
+        """Whether a job just queued sorts after the last plan's head, so that it cannot
+        start (nor preempt) before the next plan. Its owner's usage is taken as the plan
+        left it; the GPU rescan plans again soon in any case while GPU jobs wait."""
+        if head is None:
+            return False
+        weight = self.class_of(job)[1].weight
+        usage = self._gpu_usage.get(job.owner.uid, 0.0)
+        key = (-job.boost, -weight, usage, -job.priority, job.created_at, job.id)
+        return key > head
+
+    def place(self, job_id: int) -> int | None:
+        """A pending job's place among those the last plan left waiting (1: first)."""
+        if self._places is None:
+            self._places = {job_id: n for n, job_id in enumerate(self._order, start=1)}
+        return self._places.get(job_id)
+
+    def shares(self, jobs: Sequence[JobRow]) -> list[UserShare]:
+        """`trainq users`: `jobs` are the unfinished ones."""
+        now = time.time()
+        active = [job for job in jobs if job.state in ACTIVE]
+        usage = self.usage.usage(self._running(active, now), now)
+        loads = [
+            fairshare.Load(
+                job.owner.uid,
+                job.owner.user,
+                job.state,
+                job.spec.gpus if job.state == JobState.PENDING else len(job.gpus),
+            )
+            for job in jobs
+        ]
+        return fairshare.user_shares(usage, loads)
+
+
+def _gpu_count(gpus_json: str) -> int:
+    # The attempts table keeps the GPU list as JSON ("[]" for a CPU job).
+    text = gpus_json.strip("[] ")
+    return 0 if not text else text.count(",") + 1

@@ -1,0 +1,129 @@
+"""Classes and preemption to checkpoint with a real trainqd (two simulated GPUs), real
+trainers and the real `trainq` command: a high class's submission takes the GPUs of a
+preemptible job, which saves a checkpoint, waits in the queue and resumes from it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.daemon import Daemon, python_job, scratch_dir, supervised
+from tests.helpers import wait_for
+
+CONFIG = """
+default_stop_grace_seconds = 10
+preempt_after_seconds = 0
+min_runtime_before_preemption_seconds = 0
+default_class = "batch"
+
+[classes.batch]
+preemptible = true
+
+[classes.urgent]
+weight = 10
+may_preempt = true
+max_runtime_seconds = 600
+
+[classes.staff]
+weight = 5
+users = ["daemon"]
+"""
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    base = scratch_dir()
+    server = Daemon(base, gpus="fake:2")
+    server.config_file.write_text(CONFIG)
+    with supervised(server, remove=base) as started:
+        yield started
+
+
+def events(daemon: Daemon, job_id: int) -> list[str]:
+    db = sqlite3.connect(f"file:{daemon.state_dir / 'trainq.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT reason FROM events WHERE job_id=? ORDER BY id", (job_id,))
+        return [str(reason) for (reason,) in rows]
+    finally:
+        db.close()
+
+
+def refused(daemon: Daemon, *args: str) -> str:
+    done = daemon.cli(*args)
+    assert done.returncode != 0, done.stdout
+    assert done.stderr.count("\n") == 1, done.stderr
+    return done.stderr
+
+
+def test_a_preempted_job_resumes_from_its_checkpoint(daemon: Daemon) -> None:
+    low = daemon.submit(python_job("checkpoint_on_sigterm.py", gpus=2, name="long"))["id"]
+    ready = Path(daemon.wait_state(low, "RUNNING")["job_dir"]) / "output" / "data" / "ready"
+    wait_for(ready.exists, timeout=20, what="the trainer to be ready for SIGTERM")
+
+    done = daemon.cli(
+        "submit", "--class", "urgent", "--gpus", "1", "--max-runtime", "60", "--", "true"
+    )
+    assert done.returncode == 0, done.stderr
+    high = int(done.stdout)
+    assert daemon.wait_state(high)["state"] == "COMPLETED"
+
+    # The victim went back to the queue with its attempt marked preempted, by whom, and
+    # ran again, finding the checkpoint its first attempt saved on SIGTERM.
+    job = daemon.wait_state(low, timeout=30)
+    assert job["state"] == "COMPLETED"
+    assert job["preempted_count"] == 1
+    first, second = job["attempts"]
+    assert first["outcome"] == "preempted"
+    assert first["reason"].startswith(f"preempted by job {high} (root)")
+    assert second["outcome"] == "exited"
+    resumed = json.loads((Path(job["job_dir"]) / "model" / "resumed.json").read_text())
+    assert resumed == {"step": 7, "saved_on": 1, "resumed_on": 2}
+
+    shown = daemon.cli("show", str(low)).stdout
+    assert f"preempted by job {high} (root)" in shown
+    assert f"preempted by job {high} (root)" in events(daemon, low)
+
+
+def test_a_job_of_a_class_that_may_not_preempt_waits(daemon: Daemon) -> None:
+    low = daemon.submit(python_job("checkpoint_on_sigterm.py", gpus=2))["id"]
+    daemon.wait_state(low, "RUNNING")
+    other = daemon.submit({"command": ["true"], "gpus": 1})["id"]  # batch: may not preempt
+    listed = daemon.cli("ls").stdout
+    assert "#1 waiting for 1 GPU (0 free)" in listed
+    assert daemon.job(other)["place"] == 1
+    assert daemon.job(low)["state"] == "RUNNING"
+    assert daemon.job(low)["attempts"][0]["outcome"] is None
+
+
+def test_unknown_and_forbidden_classes_are_refused_at_submit(daemon: Daemon) -> None:
+    assert refused(daemon, "submit", "--class", "gold", "--", "true") == (
+        "trainq: no class 'gold'; the classes are batch, staff, urgent\n"
+    )
+    assert refused(daemon, "submit", "--class", "urgent", "--", "true") == (
+        "trainq: class 'urgent' runs jobs for at most 600 s: "
+        "set max_runtime_seconds (--max-runtime) to 600 or less\n"
+    )
+    spec = daemon.base / "job.toml"
+    spec.write_text('class = "nope"\ncommand = ["true"]\n')
+    assert "no class 'nope'" in refused(daemon, "submit", "-f", str(spec))
+    # root is an admin: a class restricted to others is still open to it.
+    done = daemon.cli("submit", "--class", "staff", "--", "true")
+    assert done.returncode == 0, done.stderr
+
+
+def test_users_shows_usage_and_waiting_work(daemon: Daemon) -> None:
+    job = daemon.submit({"command": ["true"], "gpus": 1})["id"]
+    daemon.wait_state(job)
+    body = daemon.get("/v1/users").json()
+    assert body["half_life_days"] == 7
+    (root,) = [u for u in body["users"] if u["user"] == "root"]
+    assert root["gpu_hours"] > 0
+    assert root["share"] == 1.0
+    table = daemon.cli("users")
+    assert table.returncode == 0, table.stderr
+    assert "usage halved every 7 days" in table.stdout
+    assert "root" in table.stdout
