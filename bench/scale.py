@@ -65,36 +65,27 @@ def timed(client: Client, method: str, path: str, body: bytes | None = None) -> 
     return took
 
 
+def requests_per_second(
+    daemon: Daemon, clients: int, each: int, method: str, path: str, *, body: bytes | None = None
+) -> float:
+    """Requests per second from `clients` threads, each on its own connection."""
+
+    def run() -> None:
+        with daemon.client() as client:
+            for _ in range(each):
+                timed(client, method, path, body)
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    began = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return clients * each / (time.perf_counter() - began)
+
+
 def submits_per_second(daemon: Daemon, clients: int, each: int) -> float:
-    def run() -> None:
-        with daemon.client() as client:
-            for _ in range(each):
-                timed(client, "POST", "/v1/jobs", QUEUED_JOB)
-
-    threads = [threading.Thread(target=run) for _ in range(clients)]
-    began = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return clients * each / (time.perf_counter() - began)
-
-
-def requests_per_second(daemon: Daemon, clients: int, each: int, method: str, path: str) -> float:
-    """Requests without a body (the baseline: health) per second from `clients` threads."""
-
-    def run() -> None:
-        with daemon.client() as client:
-            for _ in range(each):
-                timed(client, method, path)
-
-    threads = [threading.Thread(target=run) for _ in range(clients)]
-    began = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return clients * each / (time.perf_counter() - began)
+    return requests_per_second(daemon, clients, each, "POST", "/v1/jobs", body=QUEUED_JOB)
 
 
 def commits(client: Client) -> float:

@@ -115,8 +115,8 @@ def _indices(text: str | None) -> list[int] | None:
 
 
 def _group_by(text: str) -> str:
-    if text != "user":
-        raise ValueError(f"invalid choice: {text!r} (choose from 'user')")
+    if text not in ("user", "class"):
+        raise ValueError(f"invalid choice: {text!r} (choose from 'user', 'class')")
     return text
 
 
@@ -461,19 +461,20 @@ def top(ctx: typer.Context, socket: Socket = None) -> argparse.Namespace:
     return _parsed(ctx, "top", socket=socket)
 
 
-@app.command(short_help="GPU-hours and jobs per user")
+@app.command(short_help="GPU-hours and jobs per user or class")
 def report(
     ctx: typer.Context,
     *,
     since: Annotated[str, typer.Option(metavar="PERIOD", help="30d, 12h, 90m, 2w")] = "30d",
     by: Annotated[
-        str, typer.Option(metavar="user", parser=GROUP_BY, help="group rows by (user)")
+        str,
+        typer.Option(metavar="user|class", parser=GROUP_BY, help="one row per user or class"),
     ] = "user",
     json: Json = False,
     csv: Annotated[bool, typer.Option("--csv", help="comma-separated values")] = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """GPU-hours, jobs, failures and idle GPU-hours per user over a period."""
+    """GPU-hours, jobs, failures and idle GPU-hours per user (or class) over a period."""
     if json and csv:
         raise _UsageError("argument --csv: not allowed with argument --json", ctx)
     return _parsed(ctx, "report", socket=socket, since=since, by=by, json=json, csv=csv)

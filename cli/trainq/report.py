@@ -1,4 +1,5 @@
-"""`trainq report`: GPU-hours, jobs, failures and idle GPU-hours per user over a period, as
+"""`trainq report`: GPU-hours, jobs, failures and idle GPU-hours per user (or per class) over a
+period, as
 trainqd computes them from its records (GET /v1/report): a table, `--json` or `--csv`."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import Any
 
 from trainq.humanize import format_stamp, pretty_json
 
-COLUMNS = ("user", "jobs", "completed", "failed", "stopped", "gpu_hours", "idle_gpu_hours")
-HEADERS = ("USER", "JOBS", "DONE", "FAILED", "STOPPED", "GPU-H", "IDLE GPU-H")
+# The first column is the grouping: "user" or "class", as the report says.
+COLUMNS = ("jobs", "completed", "failed", "stopped", "gpu_hours", "idle_gpu_hours")
+HEADERS = ("JOBS", "DONE", "FAILED", "STOPPED", "GPU-H", "IDLE GPU-H")
 
 
 def fetch(client: Any, since: str, by: str) -> Mapping[str, Any]:
@@ -24,9 +26,10 @@ def fetch(client: Any, since: str, by: str) -> Mapping[str, Any]:
 def as_csv(report: Mapping[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(COLUMNS)
+    by = report["by"]
+    writer.writerow((by, *COLUMNS))
     for row in report["rows"]:
-        writer.writerow([row[column] for column in COLUMNS])
+        writer.writerow([row[by], *(row[column] for column in COLUMNS)])
     return out.getvalue()
 
 
@@ -40,15 +43,17 @@ def as_table(report: Mapping[str, Any]) -> str:
         box=None,
         pad_edge=False,
     )
+    by = report["by"]
+    table.add_column(by.upper(), justify="left")
     for header in HEADERS:
-        table.add_column(header, justify="left" if header == "USER" else "right")
-    totals = dict.fromkeys(COLUMNS[1:], 0.0)
+        table.add_column(header, justify="right")
+    totals = dict.fromkeys(COLUMNS, 0.0)
     for row in report["rows"]:
-        table.add_row(row["user"], *(_cell(row[column]) for column in COLUMNS[1:]))
-        for column in COLUMNS[1:]:
+        table.add_row(row[by], *(_cell(row[column]) for column in COLUMNS))
+        for column in COLUMNS:
             totals[column] += row[column]
     if len(report["rows"]) > 1:
-        table.add_row("total", *(_cell(totals[column]) for column in COLUMNS[1:]))
+        table.add_row("total", *(_cell(totals[column]) for column in COLUMNS))
     out = io.StringIO()
     Console(file=out, width=100, color_system=None).print(table)
     return out.getvalue()

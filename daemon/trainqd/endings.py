@@ -20,7 +20,7 @@ from trainq.core.states import TransitionError
 from trainqd import engine, sampling
 from trainqd.jobdir import JobDirs
 from trainqd.leftovers import end_attempt_cgroup, kill_attempt
-from trainqd.monitor.records import ExitRecord
+from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.outcomes import judge_end
 from trainqd.store import AttemptRow, JobRow, Store
 from trainqd.unrecorded import Backlog
@@ -86,6 +86,21 @@ class AttemptEnds:
             # The monitor has ended the cgroup itself, unless it could not (monitor/cgroup.py):
             # nothing of the attempt may outlive it, and its cgroup is root's to remove.
             await anyio.to_thread.run_sync(end_attempt_cgroup, ml_root, job.id, number)
+
+    def start_failed(self, job_id: int, number: int, began: float, reason: str) -> None:
+        """An attempt that never got to run its trainer, for `reason`."""
+        self.record(
+            job_id,
+            number,
+            ExitRecord(
+                job_id,
+                number,
+                Outcome.START_FAILED,
+                began,
+                time.time(),
+                reason=reason[:REASON_CHARS],
+            ),
+        )
 
     def record(self, job_id: int, number: int, record: ExitRecord | None) -> None:
         """Write the attempt's end and the job's next state; a full disk keeps it for later."""

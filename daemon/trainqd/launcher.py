@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from trainq.core.errors import DiskFull
-from trainq.core.outcomes import Outcome
 from trainq.core.states import JobState
 from trainqd import planner
 from trainqd.contract import Assignment
@@ -27,12 +26,27 @@ from trainqd.launch import (
     remaining_runtime,
     write_env_file,
 )
-from trainqd.monitor.records import ExitRecord
 from trainqd.outcomes import time_limit_reason
-from trainqd.store import Store
+from trainqd.store import JobRow, Store
 from trainqd.watcher import Watcher
 
 log = structlog.get_logger("trainqd.launcher")
+
+
+def stopped_out_of_time(store: Store, job: JobRow, now: float) -> bool:
+    """Stop a job whose earlier attempts used up its time limit, instead of starting it."""
+    remaining = remaining_runtime(job)
+    if remaining is None or remaining > 0:
+        return False
+    store.transition(
+        job.id,
+        JobState.STOPPED,
+        now,
+        "time limit",
+        stop_reason=time_limit_reason(job),
+        ended_at=now,
+    )
+    return True
 
 
 class Launcher:
@@ -63,16 +77,7 @@ class Launcher:
     def launch(self, start: planner.Start, now: float) -> None:
         """DiskFull if the start cannot be recorded: the job then stays PENDING."""
         job = self._store.get(start.job_id)
-        remaining = remaining_runtime(job)
-        if remaining is not None and remaining <= 0:  # earlier attempts used up its time
-            self._store.transition(
-                job.id,
-                JobState.STOPPED,
-                now,
-                "time limit",
-                stop_reason=time_limit_reason(job),
-                ended_at=now,
-            )
+        if stopped_out_of_time(self._store, job, now):
             self._changed()
             return
         uuids = [self._devices[i].uuid for i in start.gpus]
@@ -103,17 +108,8 @@ class Launcher:
             monitor = watcher.start(launch, paths.attempt_dir, paths.stop_file)
         except Exception as exc:  # any failure to start is this attempt's, never the daemon's
             bound.exception("could not start the attempt")
-            self._ends.record(
-                job.id,
-                number,
-                ExitRecord(
-                    job.id,
-                    number,
-                    Outcome.START_FAILED,
-                    now,
-                    time.time(),
-                    reason=f"trainq could not start the attempt: {exc}",
-                ),
+            self._ends.start_failed(
+                job.id, number, now, f"trainq could not start the attempt: {exc}"
             )
             return
         try:

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 from trainq.core.errors import NotFound
 from trainq.core.states import ACTIVE, JobState
 from trainqd.api.routing import Handler, Request, Response, Route, StreamResponse
+from trainqd.outcomes import is_preemption
 
 if TYPE_CHECKING:
     from trainqd.scheduler import Scheduler
@@ -169,6 +170,11 @@ class Metrics:
             "Attempts that ended and were retried",
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "trainq_preemptions",
+            "Attempts preempted for a job of a higher class (back in the queue)",
+            registry=self.registry,
+        )
         self.ended = Counter(
             "trainq_jobs_ended",
             "Jobs that ended, by final state",
@@ -237,6 +243,8 @@ class Metrics:
                     self._queued_at[event.job_id] = event.time
                     if event.from_state is None:
                         self.submits.labels(self._user(event.job_id)).inc()
+                    elif event.from_state in ACTIVE and is_preemption(event.reason):
+                        self.preemptions.inc()
                     elif event.from_state in ACTIVE:
                         self.retries.inc()
                 elif event.to_state == JobState.RUNNING and event.from_state == JobState.PENDING:

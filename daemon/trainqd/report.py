@@ -24,6 +24,9 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_PERIOD = 100 * 365 * 86400
 
 
+GROUPINGS = ("user", "class")
+
+
 def period_seconds(text: str) -> float:
     """`30d`, `12h`, `90m`, `2w`, `45s`: the length of a report's period."""
     match = _SINCE.fullmatch(text.strip())
@@ -50,11 +53,13 @@ def usage_report(
     since: float,
     now: float,
     by: str = "user",
+    default_class: str = "",
 ) -> UsageReport:
-    """The report of everything since `since` (a time), one row per user, busiest first."""
-    if by != "user":
-        raise InvalidRequest(f"by: {by!r} is not one of: user")
-    jobs, attempts = store.usage_since(since)
+    """The report of everything since `since` (a time), one row per user (or per class,
+    jobs that name none in `default_class`), busiest first."""
+    if by not in GROUPINGS:
+        raise InvalidRequest(f"by: {by!r} is not one of: {', '.join(GROUPINGS)}")
+    jobs, attempts = store.usage_since(since, by_class=default_class if by == "class" else None)
     totals: dict[str, _Totals] = {}
     for user, state, created_at, ended_at in jobs:
         entry = totals.setdefault(user, _Totals())
@@ -78,7 +83,8 @@ def usage_report(
             entry.idle_gpu_seconds += min(idle_seconds, ran) * gpus * (inside / ran)
     rows = [
         UsageRow(
-            user=user,
+            user=user if by == "user" else None,
+            job_class=user if by == "class" else None,
             jobs=t.jobs,
             completed=t.completed,
             failed=t.failed,
@@ -88,7 +94,7 @@ def usage_report(
         )
         for user, t in totals.items()
     ]
-    rows.sort(key=lambda r: (-r.gpu_hours, r.user))
+    rows.sort(key=lambda r: (-r.gpu_hours, r.user or r.job_class or ""))
     return UsageReport(
         since=datetime.fromtimestamp(since, UTC),
         until=datetime.fromtimestamp(now, UTC),

@@ -391,7 +391,8 @@ class Api:
         now = time.time()
         since = now - period_seconds(request.query_str("since", "30d") or "30d")
         by = request.query_str("by", "user") or "user"
-        return Response(200, usage_report(self.store, since, now, by))
+        report = usage_report(self.store, since, now, by, self.config.default_class)
+        return Response(200, report)
 
     async def openapi_document(self, request: Request) -> Response:
         if self._openapi is None:  # built on the first ask, from the routes themselves
@@ -505,7 +506,7 @@ class Api:
                 response_model=UsageReport,
                 query=[
                     QueryParam("since", "string", "the period: 30d, 12h, 90m, 2w", "30d"),
-                    QueryParam("by", "string", "how rows are grouped: user", "user"),
+                    QueryParam("by", "string", "how rows are grouped: user or class", "user"),
                 ],
             ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),

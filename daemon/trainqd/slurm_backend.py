@@ -55,6 +55,7 @@ from trainqd.endings import AttemptEnds
 from trainqd.identity import Account, job_account
 from trainqd.jobdir import JobDirs
 from trainqd.launch import remaining_runtime, stop_grace
+from trainqd.launcher import stopped_out_of_time
 from trainqd.monitor.records import (
     REASON_CHARS,
     ExitRecord,
@@ -63,7 +64,6 @@ from trainqd.monitor.records import (
     atomic_write_json,
     read_json,
 )
-from trainqd.outcomes import time_limit_reason
 from trainqd.store import DISK_FULL_MESSAGE, JobRow, Store
 from trainqd.watcher import OnEnd, StopCause, WatchedMonitor, read_exit_record
 
@@ -199,16 +199,7 @@ class SlurmBackend:
 
     async def _submit(self, job: JobRow) -> None:
         now = time.time()
-        remaining = remaining_runtime(job)
-        if remaining is not None and remaining <= 0:  # earlier attempts used up its time
-            self._store.transition(
-                job.id,
-                JobState.STOPPED,
-                now,
-                "time limit",
-                stop_reason=time_limit_reason(job),
-                ended_at=now,
-            )
+        if stopped_out_of_time(self._store, job, now):
             return
         number = job.attempt_count + 1
         acct = job_account(job.owner)
@@ -222,17 +213,8 @@ class SlurmBackend:
         except Exception as exc:  # recorded as the attempt's, as the local launcher does
             log.warning("sbatch failed", job_id=job.id, error=str(exc))
             self._store.begin_attempt(job.id, (), (), now)
-            self._ends.record(
-                job.id,
-                number,
-                ExitRecord(
-                    job.id,
-                    number,
-                    Outcome.START_FAILED,
-                    now,
-                    time.time(),
-                    reason=f"trainq could not hand the job to Slurm: {exc}"[:REASON_CHARS],
-                ),
+            self._ends.start_failed(
+                job.id, number, now, f"trainq could not hand the job to Slurm: {exc}"
             )
             return
         # Kept before anything else: a restarted trainqd must find the Slurm job. Without
@@ -281,9 +263,7 @@ class SlurmBackend:
         """Submit as the job's owner; the Slurm job id. The output goes to the attempt's
         directory (the monitor keeps the trainer's own stdout and stderr there)."""
         out = str(attempt_dir / "slurm.out")
-        as_owner: dict[str, object] = {}
-        if os.geteuid() == 0:
-            as_owner = {"user": acct.uid, "group": acct.gid, "extra_groups": list(acct.groups)}
+        root = os.geteuid() == 0  # else trainqd runs as the owner already: nothing to switch
         env = {**slurm_environment(), "HOME": acct.home, "USER": acct.user, "LOGNAME": acct.user}
         with anyio.fail_after(COMMAND_TIMEOUT):
             done = await anyio.run_process(
@@ -300,7 +280,9 @@ class SlurmBackend:
                 check=False,
                 cwd=attempt_dir,
                 env=env,
-                **as_owner,  # type: ignore[arg-type]
+                user=acct.uid if root else None,
+                group=acct.gid if root else None,
+                extra_groups=list(acct.groups) if root else None,
             )
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip().splitlines()

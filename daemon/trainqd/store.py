@@ -407,20 +407,27 @@ class Store:
         )
         return [(str(state), str(user), int(n)) for state, user, n in cur]
 
-    def usage_since(self, since: float) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """For usage reports: (user, state, created_at, ended_at) of every job that was
-        submitted or ended since `since`, and (user, gpus, started_at, ended_at, idle seconds)
-        of every attempt that ran since then."""
+    def usage_since(
+        self, since: float, *, by_class: str | None = None
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """For usage reports: (key, state, created_at, ended_at) of every job that was
+        submitted or ended since `since`, and (key, gpus, started_at, ended_at, idle seconds)
+        of every attempt that ran since then. The key is the owner's name, or with `by_class`
+        (the default class's name) the job's class."""
+        # The class lives in the spec: read with SQLite's JSON functions, not by parsing
+        # every spec here.
+        key = "owner_user" if by_class is None else "coalesce(json_extract(spec, '$.class'), ?)"
+        first = () if by_class is None else (by_class,)
         jobs = self._db.execute(
-            "SELECT owner_user, state, created_at, ended_at FROM jobs"
+            f"SELECT {key}, state, created_at, ended_at FROM jobs"
             " WHERE created_at>=? OR ended_at>=?",
-            (since, since),
+            (*first, since, since),
         ).fetchall()
         attempts = self._db.execute(
-            "SELECT j.owner_user, a.gpus, a.started_at, a.ended_at, a.gpu_idle_seconds"
+            f"SELECT {key}, a.gpus, a.started_at, a.ended_at, a.gpu_idle_seconds"
             " FROM attempts a JOIN jobs j ON j.id=a.job_id"
             " WHERE a.ended_at IS NULL OR a.ended_at>=?",
-            (since,),
+            (*first, since),
         ).fetchall()
         return [tuple(r) for r in jobs], [tuple(r) for r in attempts]
 

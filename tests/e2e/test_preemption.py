@@ -86,6 +86,9 @@ def test_a_preempted_job_resumes_from_its_checkpoint(daemon: Daemon) -> None:
     shown = daemon.cli("show", str(low)).stdout
     assert f"preempted by job {high} (root)" in shown
     assert f"preempted by job {high} (root)" in events(daemon, low)
+    metrics = daemon.get("/v1/metrics").text
+    assert "trainq_preemptions_total 1.0" in metrics.splitlines()
+    assert "trainq_attempts_retried_total 0.0" in metrics.splitlines()
 
 
 def test_a_job_of_a_class_that_may_not_preempt_waits(daemon: Daemon) -> None:
@@ -127,3 +130,26 @@ def test_users_shows_usage_and_waiting_work(daemon: Daemon) -> None:
     assert table.returncode == 0, table.stderr
     assert "usage halved every 7 days" in table.stdout
     assert "root" in table.stdout
+
+
+def test_the_usage_report_by_class_counts_each_class_once(daemon: Daemon) -> None:
+    plain = daemon.submit({"command": ["sleep", "1"], "gpus": 1})
+    urgent = daemon.submit(
+        {"command": ["sleep", "1"], "gpus": 2, "class": "urgent", "max_runtime_seconds": 60}
+    )
+    for job in (plain, urgent):
+        assert daemon.wait_state(job["id"])["state"] == "COMPLETED"
+    done = daemon.cli("report", "--by", "class", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["by"] == "class"
+    rows = {row["class"]: row for row in report["rows"]}
+    assert set(rows) == {"batch", "urgent"}  # the job that named no class is the default's
+    assert (rows["batch"]["jobs"], rows["urgent"]["jobs"]) == (1, 1)
+    # Twice the GPUs for about as long: the urgent class used the more GPU-hours.
+    assert rows["urgent"]["gpu_hours"] > rows["batch"]["gpu_hours"] > 0
+    table = daemon.cli("report", "--by", "class")
+    assert table.stdout.splitlines()[1].split()[:2] == ["CLASS", "JOBS"], table.stdout
+    bad = daemon.cli("report", "--by", "gpu")
+    assert bad.returncode == 2
+    assert "choose from 'user', 'class'" in bad.stderr

@@ -20,7 +20,7 @@ from trainqd.group_commit import GroupCommit
 from trainqd.store import JobOwner, NewJobs, Store
 
 OWNER = JobOwner(uid=1000, gid=1000, user="alice")
-BROKEN = JobOwner(uid=1001, gid=1001, user=None)  # type: ignore[arg-type]  # NOT NULL fails
+BROKEN = JobOwner(uid=1001, gid=1001, user=None)  # NOT NULL fails
 
 
 def specs(n: int, name: str | None = None) -> list[JobSpec]:

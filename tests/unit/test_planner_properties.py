@@ -37,7 +37,7 @@ Situation = tuple[list[QueuedJob], list[RunningJob], Capacity, Limits, Sharing]
 def room(gpu_count: int, **changes: object) -> Capacity:
     matrix = server_distances(gpu_count) if gpu_count else ()
     cap = Capacity(tuple(range(gpu_count)), frozenset(), 2, lambda a, b: matrix[a][b])
-    return replace(cap, **changes)  # type: ignore[arg-type]
+    return replace(cap, **changes)
 
 
 def job(
@@ -56,7 +56,7 @@ def job(
         "may_preempt": may_preempt,
     }
     fields.update(more)
-    return QueuedJob(**fields)  # type: ignore[arg-type]
+    return QueuedJob(**fields)
 
 
 def run(
@@ -76,11 +76,11 @@ def run(
         "grace": 30.0,
     }
     fields.update(more)
-    return RunningJob(**fields)  # type: ignore[arg-type]
+    return RunningJob(**fields)
 
 
 def sharing(fair: bool = True, **more: object) -> Sharing:
-    return Sharing(fair=fair, preempt_after=300.0, min_runtime=MIN_RUNTIME, **more)  # type: ignore[arg-type]
+    return Sharing(fair=fair, preempt_after=300.0, min_runtime=MIN_RUNTIME, **more)
 
 
 @st.composite

@@ -52,7 +52,7 @@ def test_a_directory_swapped_for_a_link_mid_walk_is_not_followed(
         if path == "model" and not model.is_symlink():
             model.rename(model.with_name("elsewhere"))
             model.symlink_to(outside)
-        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+        return real_open(path, flags, *args, **kw)
 
     monkeypatch.setattr(removal.os, "open", swapping_open)
     with pytest.raises(RemovalError, match="changed while it was being removed"):

@@ -91,12 +91,12 @@ def spec(**keys: object) -> object:
 def test_admission_refuses_an_unknown_class_and_a_long_runtime() -> None:
     facts = host(normal=JobClass(), short=JobClass(max_runtime_seconds=60))
     authorizer = Authorizer(None)
-    check_class(spec(), 0, facts, authorizer)  # type: ignore[arg-type]
+    check_class(spec(), 0, facts, authorizer)
     with pytest.raises(InvalidSpec, match=r"^no class 'gpu'; the classes are normal, short$"):
-        check_class(spec(**{"class": "gpu"}), 0, facts, authorizer)  # type: ignore[arg-type]
+        check_class(spec(**{"class": "gpu"}), 0, facts, authorizer)
     with pytest.raises(InvalidSpec, match="class 'short' runs jobs for at most 60 s"):
-        check_class(spec(**{"class": "short"}), 0, facts, authorizer)  # type: ignore[arg-type]
-    check_class(spec(**{"class": "short", "max_runtime_seconds": 60}), 0, facts, authorizer)  # type: ignore[arg-type]
+        check_class(spec(**{"class": "short"}), 0, facts, authorizer)
+    check_class(spec(**{"class": "short", "max_runtime_seconds": 60}), 0, facts, authorizer)
 
 
 def test_a_restricted_class_is_its_users_and_the_admins_alone() -> None:
@@ -104,9 +104,9 @@ def test_a_restricted_class_is_its_users_and_the_admins_alone() -> None:
     facts = host(normal=JobClass(), theirs=JobClass(users=["root"]), mine=JobClass(users=[me]))
     authorizer = Authorizer(None)
     nobody = pwd.getpwnam("nobody").pw_uid
-    check_class(spec(**{"class": "theirs"}), 0, facts, authorizer)  # type: ignore[arg-type]
+    check_class(spec(**{"class": "theirs"}), 0, facts, authorizer)
     with pytest.raises(Forbidden, match=r"^class 'theirs' is for root; nobody may not use it$"):
-        check_class(spec(**{"class": "theirs"}), nobody, facts, authorizer)  # type: ignore[arg-type]
+        check_class(spec(**{"class": "theirs"}), nobody, facts, authorizer)
 
 
 def test_usage_halves_every_half_life() -> None:

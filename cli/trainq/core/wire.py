@@ -197,7 +197,12 @@ class EventRecord(_Wire):
 
 
 class UsageRow(_Wire):
-    user: str
+    model_config = ConfigDict(
+        extra="ignore", frozen=True, populate_by_name=True, serialize_by_alias=True
+    )
+
+    user: str | None = None  # the row's user (by user)
+    job_class: str | None = Field(default=None, alias="class")  # or its class (by class)
     jobs: int  # submitted in the period
     completed: int  # ended in the period, by final state
     failed: int
@@ -209,7 +214,7 @@ class UsageRow(_Wire):
 class UsageReport(_Wire):
     since: datetime
     until: datetime
-    by: Literal["user"]
+    by: Literal["user", "class"]
     rows: list[UsageRow]
 
 
