@@ -14,7 +14,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from common import poll_until
-from trace_sample import Task
+from trace_replay import (
+    GPUS,
+    SLURM_CPUS,
+    Outcome,
+    finish_timeout,
+    replay,
+    schedule,
+    stamp_dir,
+    unfinished,
+    wait_for_all,
+)
+from trace_sample import Scaling, Task
 from trace_users import Account
 
 SLURM_LOCAL = Path(__file__).resolve().parents[2] / "shared" / "tools" / "slurm-local"
@@ -55,6 +66,9 @@ class Slurm:
         )
         if done.returncode != 0:
             raise RuntimeError(f"slurm-local {action} failed: {done.stdout}{done.stderr}")
+
+    def start(self) -> None:
+        self._tool("start")
 
     def submit(self, task: Task, account: Account, trainer: Path, stamps: Path) -> float:
         """sbatch the task as `account`; when the submission began."""
@@ -129,10 +143,31 @@ class Slurm:
 def running_slurm(base: Path, gpus: int, cpus: int) -> Iterator[Slurm]:
     slurm = Slurm(base, gpus, cpus)
     try:
-        slurm._tool("start")
+        slurm.start()
         slurm.warm_up()
         yield slurm
     finally:
         with contextlib.suppress(Exception):
             slurm.cancel_all()
         slurm.stop()
+
+
+def slurm_trouble(slurm: Slurm, stamps: Path, tasks: list[Task]) -> str | None:
+    if slurm.queued():
+        return None
+    # Nothing left in Slurm's queue: whatever has not stamped its end never will.
+    left = unfinished(stamps, tasks)
+    return f"Slurm has no job left, and {', '.join(left[:5])} never finished" if left else None
+
+
+def run_slurm(
+    tasks: list[Task], users: list[Account], base: Path, trainer: Path, scaling: Scaling
+) -> Outcome:
+    stamps = stamp_dir(base, "slurm")
+    account = {a.name: a for a in users}
+    with running_slurm(base / "slurm", GPUS, SLURM_CPUS) as slurm:
+        submitted = replay(tasks, lambda t: slurm.submit(t, account[t.user], trainer, stamps))
+        wait_for_all(
+            stamps, tasks, lambda: slurm_trouble(slurm, stamps, tasks), finish_timeout(tasks)
+        )
+    return Outcome("Slurm", schedule(tasks, submitted, stamps), None)

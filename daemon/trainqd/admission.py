@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trainq.core.errors import InvalidSpec
+from trainq.core.errors import Conflict, InvalidSpec
 from trainq.core.spec import JobSpec
 from trainqd.access import check_job_paths
 from trainqd.authorization import Authorizer
@@ -71,6 +71,17 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
             authorizer.require_run_as_root(uid)
     await check_job_paths(spec, account(uid))
     return owner
+
+
+def check_queue_room(user: str, unfinished: int, adding: int, most: int) -> None:
+    """A user's unfinished jobs, with those being submitted, stay within
+    `max_unfinished_jobs_per_user` (`most`, 0: no limit)."""
+    if most and unfinished + adding > most:
+        raise Conflict(
+            f"{user} has {unfinished} unfinished jobs and may have at most {most} "
+            f"(trainqd's max_unfinished_jobs_per_user); {adding} more would pass it: "
+            "wait for some to end, or stop some"
+        )
 
 
 def check_change(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:

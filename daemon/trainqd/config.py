@@ -69,6 +69,10 @@ class Config(BaseModel):
     max_gpus_per_user: Annotated[int, Field(ge=0)] = 0
     # The most jobs one request may submit (the list form of POST /v1/jobs, a sweep).
     max_jobs_per_submit: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    # The most unfinished jobs (queued, running, stopping) one user may have: each is kept in
+    # trainqd's memory and weighed on every scheduling pass, so one user's million queued jobs
+    # would slow every request of everyone's. 0 = no limit.
+    max_unfinished_jobs_per_user: Annotated[int, Field(ge=0)] = 50_000
     # How often GPUs are re-read while jobs wait: a process trainq did not start may leave a GPU
     # at any time, and NVML offers no event for that.
     gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0

@@ -51,9 +51,11 @@ def is_preemption(stop_reason: str | None) -> bool:
     return stop_reason is not None and stop_reason.startswith(PREEMPTED_BY)
 
 
-def stopped_meanwhile(job: JobRow) -> bool:
-    """A user stopped the job while it was being preempted: it ends STOPPED."""
-    return job.state == JobState.STOPPING and not is_preemption(job.stop_reason)
+def was_preempted(job: JobRow) -> bool:
+    """Whether trainq is preempting the job, and nobody stopped it meanwhile. A `preempted`
+    record is believed only then: the owner can write one in a subprocess job's attempt
+    directory, and a free, immediate retry on demand would let a job loop for ever."""
+    return job.state == JobState.STOPPING and is_preemption(job.stop_reason)
 
 
 def time_limit_reason(job: JobRow) -> str:
@@ -98,7 +100,7 @@ def judge_end(
 
     if ended.outcome == "exited" and ended.exit_code == 0:
         return done(JobState.COMPLETED, "completed")
-    if ended.outcome == Outcome.PREEMPTED and not stopped_meanwhile(job):
+    if ended.outcome == Outcome.PREEMPTED and was_preempted(job):
         # Whatever the trainer did in its grace (a checkpointing trainer often exits 0), it
         # has not finished: it resumes from its checkpoints with the next attempt.
         who = job.stop_reason or "preempted"

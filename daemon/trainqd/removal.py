@@ -119,13 +119,15 @@ def remove_job_dir(jobs_dir: Path, job_id: int) -> int:
 
 
 class Removal:
-    """Removes ended jobs, one at a time (a walk competes with the event loop for the
-    interpreter), never the same job twice at once."""
+    """Removes ended jobs, never the same job twice at once, and one job of each owner at a
+    time (a walk competes with the event loop for the interpreter). Each owner waits on
+    their own walks alone: a user whose directory holds millions of files, or keeps
+    growing while it is removed, delays nobody else's `trainq rm`."""
 
     def __init__(self, store: Store, jobs_dir: Path) -> None:
         self._store = store
         self._jobs_dir = jobs_dir
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._owners: dict[int, anyio.CapacityLimiter] = {}  # by uid, while in use
         self._busy: set[int] = set()
 
     async def remove(self, job: JobRow) -> int:
@@ -139,17 +141,20 @@ class Removal:
             )
         if job.id in self._busy:
             raise Conflict(f"job {job.id} is being removed already")
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(1)
+        uid = job.owner.uid
+        limiter = self._owners.setdefault(uid, anyio.CapacityLimiter(1))
         self._busy.add(job.id)
         try:
             try:
                 removed = await anyio.to_thread.run_sync(
-                    remove_job_dir, self._jobs_dir, job.id, limiter=self._limiter
+                    remove_job_dir, self._jobs_dir, job.id, limiter=limiter
                 )
             except RemovalError as exc:
                 raise Conflict(f"job {job.id} was not removed: {exc}") from None
             self._store.delete_ended(job.id)
         finally:
             self._busy.discard(job.id)
+            stats = limiter.statistics()
+            if not stats.borrowed_tokens and not stats.tasks_waiting:
+                self._owners.pop(uid, None)
         return removed

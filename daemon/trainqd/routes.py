@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,7 +29,7 @@ from trainq.core.wire import (
     UsageReport,
     UserList,
 )
-from trainqd.admission import HostFacts, admit
+from trainqd.admission import HostFacts, admit, check_queue_room
 from trainqd.api.limits import ServerLimits
 from trainqd.api.openapi import build_openapi
 from trainqd.api.routing import (
@@ -55,7 +56,7 @@ from trainqd.rows import HOST
 from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
 from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
-from trainqd.store import JobRow, NewJobs, Store
+from trainqd.store import JobOwner, JobRow, NewJobs, Store
 from trainqd.streams import check_logs, event_lines, log_chunks
 from trainqd.submissions import (
     PARSE_ON_LOOP_BYTES,
@@ -111,6 +112,8 @@ class Api:
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _commits: GroupCommit | None = field(default=None, init=False, repr=False)
+    # Jobs each user has in submissions not yet committed (max_unfinished_jobs_per_user).
+    _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
 
     def __post_init__(self) -> None:
@@ -162,6 +165,26 @@ class Api:
             self._commits = GroupCommit(self.store)
         return self._commits
 
+    @contextmanager
+    def _queue_room(self, owner: JobOwner, adding: int) -> Iterator[None]:
+        """Room in the owner's queue for `adding` jobs, held while they are committed: checked
+        and taken in one step on the loop, so concurrent submissions cannot all pass it."""
+        most = self.config.max_unfinished_jobs_per_user
+        busy = self._submitting.get(owner.uid, 0)
+        # Counting one user's jobs walks them all: only needed once all users' could pass.
+        if most and self.store.unfinished_count() + busy + adding > most:
+            have = self.store.unfinished_count(owner.uid) + busy
+            check_queue_room(owner.user, have, adding, most)
+        self._submitting[owner.uid] = busy + adding
+        try:
+            yield
+        finally:
+            left = self._submitting[owner.uid] - adding
+            if left:
+                self._submitting[owner.uid] = left
+            else:
+                del self._submitting[owner.uid]
+
     async def submit(self, request: Request) -> Response:
         if is_list(request.body):
             return await self.submit_list(request)
@@ -169,7 +192,8 @@ class Api:
             raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
-        (job,) = await self.commits.submit(NewJobs([spec], owner))
+        with self._queue_room(owner, 1):
+            (job,) = await self.commits.submit(NewJobs([spec], owner))
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
 
@@ -189,7 +213,8 @@ class Api:
             specs, firsts, texts = await anyio.to_thread.run_sync(parse)
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
-        jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
+        with self._queue_room(owner, len(specs)):
+            jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
         self.control.submitted_many(jobs)
         waiting = dict(self.control.waiting)
         reveal = self._reveal(uid, jobs[0])

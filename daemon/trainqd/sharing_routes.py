@@ -121,6 +121,8 @@ class SharingRoutes:
         if job.state != JobState.PENDING:
             raise Conflict(f"job {job.id} is {job.state}; only a pending job can be changed")
         changes: dict[str, Any] = body.model_dump(by_alias=True, exclude_unset=True)
+        if "boost" in changes and changes["boost"] is None:  # a boost is a number; 0 is none
+            raise InvalidRequest("boost must be a whole number (0 lifts a boost), not null")
         boost = changes.pop("boost", job.boost)
         if not changes and "boost" not in body.model_fields_set:
             raise InvalidRequest(

@@ -14,6 +14,10 @@ monitor, in trainqd's job directory, so the trainer finds the same contract and
   `attempts/<n>.slurm`, in trainqd's part of the job directory, which the owner cannot
   write; an event says "queued in Slurm as job N". The job stays PENDING, waiting for
   Slurm (`Wait.SLURM`), until Slurm starts it: then its attempt begins and it is RUNNING.
+- What the owner's step could not run fails at the hand-off, with the reason, rather than
+  being lost on the node: an ordinary user's container job (trainq runs the engine as root,
+  with --user for the owner; their step cannot) and a step Python the owner cannot run.
+  A container job's step gets the engine's settings from trainqd's environment.
 - Following: one `squeue` for all handed jobs every `slurm_poll_seconds`, off the event
   loop. When Slurm says a job ended, or has forgotten it, the attempt's end is the exit
   record its monitor wrote, read as the local back end reads one (watcher.read_exit_record:
@@ -36,6 +40,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +55,7 @@ from trainq.core.outcomes import Outcome
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.spec import JobSpec
 from trainq.core.states import ACTIVE, JobState
+from trainqd import engine
 from trainqd.config import Config
 from trainqd.endings import AttemptEnds
 from trainqd.identity import Account, job_account
@@ -84,6 +90,12 @@ COMMAND_TIMEOUT = 60.0  # seconds an sbatch, squeue or scancel may take
 STOP_MARGIN = 10.0
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 HANDOFF_PAUSE = 5.0  # seconds before a hand-off that failed (not sbatch's refusal) is retried
+# sbatch processes at once, of all users together and of one: a sweep of 10,000 jobs is
+# handed over a few at a time, not as 10,000 processes (and 60,000 pipes of trainqd's), and
+# another user's job is not queued behind it.
+HANDOFFS_AT_ONCE = 16
+HANDOFFS_PER_USER = 4
+SQUEUE_IDS_AT_ONCE = 4000  # about 40 KB of `--jobs=`, well inside one argument's 128 KiB
 
 
 @dataclass
@@ -119,7 +131,9 @@ class SlurmBackend:
         self._changed = changed
         self.handed: dict[int, Handed] = {}
         self._handing: set[int] = set()  # an sbatch is under way
+        self._handing_by: Counter[int] = Counter()  # ...for how many jobs of each owner
         self._paused: dict[int, float] = {}  # a hand-off that failed is tried again then
+        self._python_ok: set[tuple[int, str]] = set()  # (owner, interpreter) that ran the step
         self._tg: TaskGroup | None = None
 
     # -- the scheduler's Watcher ----------------------------------------------------------
@@ -156,7 +170,7 @@ class SlurmBackend:
         kill_at = time.time() + grace + STOP_MARGIN
         handed.kill_at = kill_at if handed.kill_at is None else min(handed.kill_at, kill_at)
         assert self._tg is not None
-        self._tg.start_soon(self._scancel, handed.slurm_id, "--batch", "--signal=TERM")
+        self._tg.start_soon(self._scancel, job_id, handed.slurm_id, "--batch", "--signal=TERM")
         return True
 
     # -- handing jobs to Slurm ------------------------------------------------------------
@@ -178,14 +192,21 @@ class SlurmBackend:
                 wake.append(job.not_before)
             elif self._paused.get(job.id, 0.0) > now:
                 wake.append(self._paused[job.id])
-            elif job.id not in self._handing:
+            elif job.id not in self._handing and self._may_hand(job.owner.uid):
                 self._paused.pop(job.id, None)
                 assert self._tg is not None, "the scheduler is not running"
                 self._handing.add(job.id)
-                self._tg.start_soon(self._hand_off, job.id, name=f"sbatch of job {job.id}")
+                self._handing_by[job.owner.uid] += 1
+                self._tg.start_soon(
+                    self._hand_off, job.id, job.owner.uid, name=f"sbatch of job {job.id}"
+                )
+            # Otherwise it waits for a hand-off to end: each end plans again (`_changed`).
         return min(wake) if wake else None
 
-    async def _hand_off(self, job_id: int) -> None:
+    def _may_hand(self, uid: int) -> bool:
+        return len(self._handing) < HANDOFFS_AT_ONCE and self._handing_by[uid] < HANDOFFS_PER_USER
+
+    async def _hand_off(self, job_id: int, uid: int) -> None:
         try:
             job = self._store.get(job_id)
             if job.state == JobState.PENDING and job.held_by is None:
@@ -195,6 +216,9 @@ class SlurmBackend:
             self._paused[job_id] = time.time() + HANDOFF_PAUSE
         finally:
             self._handing.discard(job_id)
+            self._handing_by[uid] -= 1
+            if not self._handing_by[uid]:
+                del self._handing_by[uid]
             self._changed()
 
     async def _submit(self, job: JobRow) -> None:
@@ -204,12 +228,18 @@ class SlurmBackend:
         number = job.attempt_count + 1
         acct = job_account(job.owner)
         try:
+            await self._check_step(job.spec, acct)
             paths = self._dirs.create_attempt(
                 job.id, number, acct.uid, acct.gid, monitor_is_owner=True
             )
             spec = self._resolved(job)
             script = self._script(spec, job.id, number, paths.job_dir, paths.attempt_dir)
-            slurm_id = await self._sbatch(script, acct, paths.attempt_dir, time_flags(spec))
+            # A container job's step runs the engine as a local monitor does: with the
+            # engine's settings from trainqd's environment (where its configuration is).
+            settings = {} if spec.image is None else engine_settings(os.environ)
+            slurm_id = await self._sbatch(
+                script, acct, paths.attempt_dir, time_flags(spec), settings
+            )
         except Exception as exc:  # recorded as the attempt's, as the local launcher does
             log.warning("sbatch failed", job_id=job.id, error=str(exc))
             self._store.begin_attempt(job.id, (), (), now)
@@ -224,7 +254,7 @@ class SlurmBackend:
                 str(self._dirs.slurm_record_file(job.id, number)), {"slurm_job_id": slurm_id}
             )
         except OSError:
-            await self._scancel(slurm_id)
+            await self._scancel(job.id, slurm_id)
             raise
         self.handed[job.id] = Handed(job.id, number, slurm_id, started=False, spec=job.spec)
         with contextlib.suppress(DiskFull):  # an event only; the record above is what counts
@@ -251,7 +281,7 @@ class SlurmBackend:
         """The exported batch script, for one attempt in trainqd's job directory."""
         return batch_script(
             spec,
-            python=str(self._config.slurm_python or sys.executable),
+            python=self._step_python(),
             engine=self._config.default_engine or "podman",
             partition=self._config.slurm_partition,
             job_dir=str(job_dir),
@@ -259,12 +289,68 @@ class SlurmBackend:
             step_args=["--attempt", str(number), "--job-id", str(job_id)],
         )
 
-    async def _sbatch(self, script: str, acct: Account, attempt_dir: Path, flags: list[str]) -> int:
+    def _step_python(self) -> str:
+        return str(self._config.slurm_python or sys.executable)
+
+    async def _check_step(self, spec: JobSpec, acct: Account) -> None:
+        """Refuse the hand-off, with the reason, of a job whose step could not run: an
+        ordinary user's container job, or one whose owner cannot run the step's
+        `python -m trainqd.run` (an interpreter under a private /root, say), where Slurm
+        would run a step that dies at once and the attempt would be lost without a word.
+        The interpreter is tried as the owner, once per owner and interpreter, where it
+        exists here (one that only the cluster's nodes have is the administrator's word)."""
+        if spec.image is not None and acct.uid != 0:
+            raise RuntimeError(users_container_refusal(acct.user))
+        python = self._step_python()
+        if (acct.uid, python) in self._python_ok:
+            return
+        if not await anyio.to_thread.run_sync(os.path.lexists, python):
+            return
+        root = os.geteuid() == 0
+        try:
+            with anyio.fail_after(COMMAND_TIMEOUT):
+                done = await anyio.run_process(
+                    [python, "-I", "-c", "import trainqd.run"],
+                    check=False,
+                    cwd="/",
+                    env=slurm_environment(),
+                    user=acct.uid if root else None,
+                    group=acct.gid if root else None,
+                    extra_groups=list(acct.groups) if root else None,
+                )
+        except OSError as exc:
+            said = exc.strerror or str(exc)
+        else:
+            if done.returncode == 0:
+                self._python_ok.add((acct.uid, python))
+                return
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            said = lines[-1] if lines else f"exit status {done.returncode}"
+        raise RuntimeError(
+            f"{acct.user} cannot run the Slurm step's {python} -m trainqd.run ({said}); "
+            "set slurm_python to an interpreter with trainq installed that every user can run"
+        )
+
+    async def _sbatch(
+        self,
+        script: str,
+        acct: Account,
+        attempt_dir: Path,
+        flags: list[str],
+        settings: Mapping[str, str],
+    ) -> int:
         """Submit as the job's owner; the Slurm job id. The output goes to the attempt's
-        directory (the monitor keeps the trainer's own stdout and stderr there)."""
+        directory (the monitor keeps the trainer's own stdout and stderr there). `settings`
+        go into the step's environment as well (sbatch copies its own into the job)."""
         out = str(attempt_dir / "slurm.out")
         root = os.geteuid() == 0  # else trainqd runs as the owner already: nothing to switch
-        env = {**slurm_environment(), "HOME": acct.home, "USER": acct.user, "LOGNAME": acct.user}
+        env = {
+            **settings,
+            **slurm_environment(),
+            "HOME": acct.home,
+            "USER": acct.user,
+            "LOGNAME": acct.user,
+        }
         with anyio.fail_after(COMMAND_TIMEOUT):
             done = await anyio.run_process(
                 # Retries are trainq's: a node failure ends the attempt (lost), not a requeue.
@@ -319,7 +405,7 @@ class SlurmBackend:
             if not handed.started:
                 if job.state != JobState.PENDING:  # stopped while Slurm still held it
                     self.handed.pop(handed.job_id)
-                    await self._scancel(handed.slurm_id)
+                    await self._scancel(job.id, handed.slurm_id)
                     continue
                 if state in QUEUED:
                     if job.held_by is not None or (handed.spec not in (None, job.spec)):
@@ -339,7 +425,7 @@ class SlurmBackend:
             elif handed.kill_at is not None and now >= handed.kill_at:
                 handed.kill_at = None
                 log.warning("stopped step outlived its grace", slurm_job=handed.slurm_id)
-                await self._scancel(handed.slurm_id)
+                await self._scancel(job.id, handed.slurm_id)
         if changed:
             self._changed()
 
@@ -348,7 +434,7 @@ class SlurmBackend:
         # First, so that a restarted trainqd does not follow the cancelled Slurm job.
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._dirs.slurm_record_file(handed.job_id, handed.number))
-        await self._scancel(handed.slurm_id)
+        await self._scancel(handed.job_id, handed.slurm_id)
         log.info("taken back from Slurm", job_id=handed.job_id, slurm_job=handed.slurm_id)
 
     def _end_of(self, handed: Handed, state: str | None) -> ExitRecord:
@@ -372,7 +458,18 @@ class SlurmBackend:
         )
 
     async def _slurm_states(self, ids: list[int]) -> dict[int, str] | None:
-        """Each known job's state, from one squeue; None if Slurm could not be asked."""
+        """Each known job's state; None if Slurm could not be asked. One squeue per few
+        thousand ids: the kernel takes at most 128 KiB in one argument (`--jobs=`), and one
+        user's queued sweeps can be tens of thousands of Slurm jobs."""
+        states: dict[int, str] = {}
+        for start in range(0, len(ids), SQUEUE_IDS_AT_ONCE):
+            some = await self._squeue(ids[start : start + SQUEUE_IDS_AT_ONCE])
+            if some is None:
+                return None
+            states.update(some)
+        return states
+
+    async def _squeue(self, ids: list[int]) -> dict[int, str] | None:
         with anyio.fail_after(COMMAND_TIMEOUT):
             done = await anyio.run_process(
                 [
@@ -396,10 +493,21 @@ class SlurmBackend:
                 states[int(slurm_id)] = state.strip()
         return states
 
-    async def _scancel(self, slurm_id: int, *flags: str) -> None:
+    async def _scancel(self, job_id: int, slurm_id: int, *flags: str) -> None:
+        """Cancel or signal the Slurm job as the trainq job's owner, never as root: its id is
+        what sbatch answered, and sbatch ran as the owner, so the owner could have made it
+        name anyone's Slurm job; Slurm lets the owner act on their own jobs alone."""
+        acct = job_account(self._store.get(job_id).owner)
+        root = os.geteuid() == 0  # else trainqd runs as the owner already: nothing to switch
         with anyio.fail_after(COMMAND_TIMEOUT):
             done = await anyio.run_process(
-                ["scancel", *flags, str(slurm_id)], check=False, env=slurm_environment()
+                ["scancel", *flags, str(slurm_id)],
+                check=False,
+                cwd="/",
+                env={**slurm_environment(), "USER": acct.user, "LOGNAME": acct.user},
+                user=acct.uid if root else None,
+                group=acct.gid if root else None,
+                extra_groups=list(acct.groups) if root else None,
             )
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip()
@@ -463,3 +571,19 @@ def slurm_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]
         if name in environ:
             env[name] = environ[name]
     return env
+
+
+def engine_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The container engine's settings in trainqd's environment (CONTAINERS_CONF,
+    DOCKER_HOST, a registry's proxy...), the ones a local monitor gives the engine client."""
+    kept = engine.client_environment(dict(environ), {})
+    return {key: value for key, value in kept.items() if key not in ("PATH", "HOME")}
+
+
+def users_container_refusal(user: str) -> str:
+    """Why an ordinary user's container job cannot run under this back end."""
+    return (
+        "with backend = slurm only root's jobs may name an image: the Slurm step runs as"
+        f" the job's owner ({user}), and trainq runs a container with the engine as root"
+        " (--user for the owner), which the owner cannot do; submit the job as a command"
+    )

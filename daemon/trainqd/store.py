@@ -249,6 +249,12 @@ class Store:
         row = self._db.execute("SELECT 1 FROM jobs WHERE group_id=? LIMIT 1", (group,))
         return row.fetchone() is not None
 
+    def unfinished_count(self, uid: int | None = None) -> int:
+        """How many jobs have not ended: everyone's, or one user's (from memory)."""
+        if uid is None:
+            return len(self._unfinished)
+        return sum(1 for job in self._unfinished.values() if job.owner.uid == uid)
+
     def has(self, state: JobState) -> bool:
         return any(job.state == state for job in self._unfinished.values())
 

@@ -16,6 +16,13 @@ from pathlib import Path
 
 import pytest
 
+# The real users of the multi-user tests and the container tests' engine and images, for
+# jobs of ordinary users and container jobs through trainqd's Slurm back end.
+from tests.containers.conftest import engine
+from tests.multiuser.conftest import accounts, shared_dir
+
+__all__ = ["accounts", "engine", "shared_dir"]
+
 REPO = Path(__file__).resolve().parents[2]
 SLURM_LOCAL = REPO.parent / "shared" / "tools" / "slurm-local"
 GPUS = 2
@@ -54,7 +61,7 @@ def _free_port_pair() -> int:
     for _ in range(50):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+            port: int = s.getsockname()[1]
         if port >= 65535:
             continue
         with socket.socket() as s:

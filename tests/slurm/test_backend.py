@@ -11,46 +11,25 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job, running_daemon, trainer
+from tests.daemon import Daemon, python_job, trainer
 from tests.helpers import wait_for
 from tests.slurm.conftest import GPUS, Slurm
+from tests.slurm.support import POLL, slurm_job_of, slurm_trainqd
 from trainq.core.spec import parse_spec
 from trainq.waiting import exit_status_of
 from trainqd import contract
 
-POLL = 0.2  # slurm_poll_seconds: Slurm's answers are followed this often
-
 
 @pytest.fixture
 def daemon(slurm: Slurm) -> Iterator[Daemon]:
-    """A real trainqd whose back end is the test's Slurm, with no GPUs of its own."""
-    config = {"backend": "slurm", "slurm_poll_seconds": POLL, "default_stop_grace_seconds": 5}
-    with running_daemon(
-        gpus="none", config=config, env={"SLURM_CONF": slurm.env["SLURM_CONF"]}
-    ) as d:
-        try:
-            yield d
-        finally:  # nothing a failed test handed over holds Slurm's GPUs for the next one
-            handed = [
-                json.loads(p.read_text())["slurm_job_id"]
-                for p in d.state_dir.glob("jobs/*/attempts/*.slurm")
-            ]
-            if handed:
-                slurm.run("scancel", *map(str, handed))
+    with slurm_trainqd(slurm) as d:
+        yield d
 
 
 def submit(daemon: Daemon, *args: str, cwd: Path | None = None) -> int:
     result = daemon.cli("submit", *args, cwd=cwd)
     assert result.returncode == 0, result.stderr
     return int(result.stdout.strip())
-
-
-def slurm_job_of(daemon: Daemon, job_id: int, attempt: int = 1) -> str:
-    """The Slurm job trainqd handed the attempt to, from its own record."""
-    record = daemon.state_dir / "jobs" / str(job_id) / "attempts" / f"{attempt}.slurm"
-    found = wait_for(record.exists, timeout=10, interval=0.05, what="the hand-off to Slurm")
-    assert found
-    return str(json.loads(record.read_text())["slurm_job_id"])
 
 
 def cancelled_in_slurm(slurm: Slurm, slurm_id: str) -> None:

@@ -138,7 +138,10 @@ def test_transient_crash_is_retried_and_resumes(slurm: Slurm, tmp_path: Path) ->
 
 
 def test_permanent_failure_is_not_retried(slurm: Slurm, tmp_path: Path) -> None:
-    spec = {"name": "fails", "command": [sys.executable, str(TRAINERS / "exit_with.py"), "3"]}
+    spec: dict[str, object] = {
+        "name": "fails",
+        "command": [sys.executable, str(TRAINERS / "exit_with.py"), "3"],
+    }
     job_id = submit(slurm, export(tmp_path, spec))
     fields = wait_ended(slurm, job_id)
     assert fields["JobState"] == "FAILED", outputs(tmp_path, "fails", job_id)

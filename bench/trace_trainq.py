@@ -1,0 +1,171 @@
+"""The trace benchmark on trainq: `trainqd --gpus fake:8` started as the other benchmarks
+start it (`common.running_daemon`), each user's jobs submitted through the HTTP API by a
+process of that user, with fair share alone or with the trace's qos as classes."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from common import Daemon, poll_until, running_daemon
+from trace_replay import (
+    CPU_SLOTS,
+    GPUS,
+    Outcome,
+    Preemption,
+    finish_timeout,
+    replay,
+    schedule,
+    stamp_dir,
+    wait_for_all,
+)
+from trace_sample import Scaling, Task
+from trace_users import Account, Agent
+
+# The stop grace of a preempted job: the trainer saves its checkpoint and exits at once.
+GRACE = 2.0
+
+# What the classes and preemption need of trainqd's configuration.
+SHARING_KEYS = ("classes", "preempt_after_seconds", "min_runtime_before_preemption_seconds")
+
+
+def classes_supported() -> bool:
+    from trainqd.config import Config
+
+    return all(key in Config.model_fields for key in SHARING_KEYS)
+
+
+# The trace's qos as trainq classes: best-effort work may be preempted, latency-sensitive
+# and guaranteed work may preempt it, and goes first (a job preempts only a lower class's);
+# Burstable stays in the default class, between the two. Within a class fair share orders
+# the users.
+CLASS_OF_QOS = {"BE": "besteffort", "LS": "latency", "Guaranteed": "latency"}
+CLASSES = """
+[classes.default]
+
+[classes.besteffort]
+weight = -1
+preemptible = true
+
+[classes.latency]
+weight = 1
+may_preempt = true
+"""
+
+
+def trainq_config(scaling: Scaling, classes: bool) -> dict[str, Any]:
+    """trainqd's settings: the defaults that are spans of time, compressed as the trace is
+    (fair share's half-life of 7 days, preemption after 300 s of waiting, never of an
+    attempt younger than 600 s)."""
+    config: dict[str, Any] = {
+        "cpu_slots": CPU_SLOTS,
+        "default_stop_grace_seconds": GRACE,
+        "fair_share_half_life_days": 7 / scaling.duration_scale,
+    }
+    if classes:
+        config["preempt_after_seconds"] = 300 / scaling.duration_scale
+        config["min_runtime_before_preemption_seconds"] = 600 / scaling.duration_scale
+    return config
+
+
+def trainq_spec(
+    task: Task, trainer: Path, stamps: Path, classes: bool, minutes: bool
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": task.name,
+        "gpus": task.gpus,
+        "command": ["/bin/bash", str(trainer), str(stamps), str(task.seconds), task.name],
+        # `minutes`: the same limits as Slurm's, whole minutes (see --minute-limits).
+        "max_runtime_seconds": task.limit_minutes * 60 if minutes else task.limit,
+        "max_retries": 0,
+    }
+    if classes and task.qos in CLASS_OF_QOS:
+        spec["class"] = CLASS_OF_QOS[task.qos]
+    return spec
+
+
+def trainq_trouble(daemon: Daemon) -> str | None:
+    with daemon.client() as client:
+        for state in ("FAILED", "STOPPED"):
+            jobs = client.json("GET", f"/v1/jobs?state={state}&limit=1000")["jobs"]
+            if jobs:
+                job = jobs[0]
+                return (
+                    f"job {job['name']} is {state}: {job['failure_reason'] or job['stop_reason']}"
+                )
+    return None
+
+
+def preemptions(daemon: Daemon) -> list[Preemption]:
+    """Who preempted whom and when, from trainq's own record: the events of its state
+    database (read-only), where each victim's stop names the job it made room for."""
+    db = sqlite3.connect(f"file:{daemon.state_dir / 'trainq.db'}?mode=ro", uri=True)
+    try:
+        names = dict(db.execute("SELECT id, name FROM jobs").fetchall())
+        stops = db.execute(
+            "SELECT time, reason FROM events WHERE to_state = 'STOPPING' AND reason LIKE ?"
+            " ORDER BY id",
+            ("preempted by job %",),
+        ).fetchall()
+    finally:
+        db.close()
+    found: dict[str, Preemption] = {}
+    for when, reason in stops:
+        match = re.match(r"preempted by job (\d+)", reason)
+        if match is None:
+            raise RuntimeError(f"cannot read a preemption's event: {reason!r}")
+        name = names[int(match[1])]
+        earlier = found.get(name)
+        found[name] = Preemption(
+            name,
+            min(when, earlier.decided) if earlier else when,
+            (earlier.victims if earlier else 0) + 1,
+        )
+    return list(found.values())
+
+
+def warm_up(daemon: Daemon) -> None:
+    """Run one job through first, as Slurm's side does (the first launch sets up what later
+    ones reuse, such as the monitor fork server's page cache)."""
+    with daemon.client() as client:
+        job = client.submit({"name": "warm-up", "command": ["/bin/true"]})
+
+        def ended() -> bool:
+            return bool(client.job(job["id"])["state"] == "COMPLETED")
+
+        poll_until(ended, timeout=60, interval=0.05, what="trainq's first job")
+
+
+def run_trainq(
+    tasks: list[Task],
+    users: list[Account],
+    base: Path,
+    trainer: Path,
+    scaling: Scaling,
+    *,
+    classes: bool = False,
+    minutes: bool = False,
+) -> Outcome:
+    """trainq with fair share alone (one class), or with the trace's qos as classes."""
+    system = "trainq, qos classes" if classes else "trainq"
+    system += ", minute limits" if minutes else ""
+    stamps = stamp_dir(base, system.replace(", ", "-").replace(" ", "-"))
+    config = trainq_config(scaling, classes)
+    with running_daemon(f"fake:{GPUS}", tables=CLASSES if classes else "", **config) as daemon:
+        warm_up(daemon)
+        agents = {a.name: Agent(a, daemon.socket) for a in users}
+        try:
+            submitted = replay(
+                tasks,
+                lambda t: agents[t.user].submit(trainq_spec(t, trainer, stamps, classes, minutes))[
+                    0
+                ],
+            )
+            wait_for_all(stamps, tasks, lambda: trainq_trouble(daemon), finish_timeout(tasks))
+            preempted = preemptions(daemon) if classes else None
+        finally:
+            for agent in agents.values():
+                agent.close()
+    return Outcome(system, schedule(tasks, submitted, stamps), preempted)
