@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 
 from trainq.core.outcomes import Outcome
 from trainq.core.states import JobState
+from trainqd.monitor.outcome import Ending
 from trainqd.monitor.records import REASON_CHARS, ExitRecord
-from trainqd.retry import Decision, Ended, RetryPolicy, signal_name
+from trainqd.retry import Decision, RetryPolicy, signal_name
 from trainqd.store import AttemptRow, JobChanges, JobRow
 
 PREEMPTED_BY = "preempted by job "  # a preemption's stop reason: "preempted by job 12 (alice)"
@@ -38,7 +39,7 @@ class Verdict:
     changes: JobChanges = field(default_factory=JobChanges)
 
 
-def describe(ended: Ended) -> str:
+def describe(ended: Ending) -> str:
     """A failure in words when the trainer left none."""
     if ended.outcome == "signaled" and ended.signal is not None:
         return f"killed by {signal_name(ended.signal)}"
@@ -72,10 +73,10 @@ def judge_end(
     """`history`: the job's attempts before the one that ended."""
     policy = policy or RetryPolicy.for_spec(job.spec)
     if record is None:
-        ended = Ended("lost", reason=LOST_REASON)
+        ended = Ending("lost", reason=LOST_REASON)
         started_at, ended_at = None, now
     else:
-        ended = Ended(record.outcome, record.exit_code, record.signal, record.reason)
+        ended = Ending(record.outcome, record.exit_code, record.signal, record.reason)
         started_at, ended_at = record.started_at, record.ended_at
     reason = (ended.reason or "")[:REASON_CHARS] or None
 
@@ -129,7 +130,7 @@ def judge_end(
         )
 
     past = [
-        Ended(a.outcome or "lost", a.exit_code, a.signal, a.reason)
+        Ending(a.outcome or "lost", a.exit_code, a.signal, a.reason)
         for a in history
         if a.ended_at is not None
     ]

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from trainq.core.spec import JobSpec
+from trainqd.monitor.outcome import Ending
 
 TOOLKIT_EXIT_CODE = re.compile(r"\bExitCode[:=]?\s+(-?\d+)")
 MAX_LOST = 3
@@ -32,16 +33,6 @@ MAX_BACKOFF = 300.0
 PERMANENT = frozenset(
     {"stopped", "timed_out", "start_failed", "engine_error", "feeder_failed", "oom_killed"}
 )
-
-
-@dataclass(frozen=True)
-class Ended:
-    """How one attempt ended, as the exit record (or its absence) tells."""
-
-    outcome: str
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +61,7 @@ class RetryPolicy:
         # A death by signal N shows up as N or as 128 + N depending on who reports it.
         return signum in self.transient_codes or 128 + signum in self.transient_codes
 
-    def transient_cause(self, ended: Ended) -> str | None:
+    def transient_cause(self, ended: Ending) -> str | None:
         """Why this ending looks transient, or None when it is permanent."""
         if ended.outcome == "signaled" and ended.signal is not None:
             if self.transient_signal(ended.signal):
@@ -94,7 +85,7 @@ class RetryPolicy:
             return f"ExitCode {code} in the failure file"
         return None
 
-    def decide(self, ended: Ended, history: Sequence[Ended]) -> Decision:
+    def decide(self, ended: Ending, history: Sequence[Ending]) -> Decision:
         """`history`: the job's earlier ended attempts, oldest first."""
         if ended.outcome in HOST_FAULTS:
             lost = sum(1 for h in history if h.outcome in HOST_FAULTS)
@@ -115,7 +106,7 @@ class RetryPolicy:
             True, delay, f"{cause} looks transient (retry {used + 1} of {self.max_retries})"
         )
 
-    def retries_used(self, history: Iterable[Ended]) -> int:
+    def retries_used(self, history: Iterable[Ending]) -> int:
         return sum(
             1
             for h in history

@@ -50,6 +50,7 @@ from trainqd.jobdir import AttemptPaths
 from trainqd.launch import Attempt, LaunchSettings, build_launch, look_up, stop_grace
 from trainqd.launch import write_env_file as write_engine_env_file
 from trainqd.monitor import supervise
+from trainqd.monitor.outcome import Ending
 from trainqd.monitor.records import (
     EXIT_RECORD,
     STDERR,
@@ -59,7 +60,7 @@ from trainqd.monitor.records import (
     read_json,
     write_record,
 )
-from trainqd.retry import Ended, RetryPolicy
+from trainqd.retry import RetryPolicy
 from trainqd.rows import JobOwner, JobRow
 
 # trainqd's default grace (config.py), for a spec that sets none.
@@ -118,14 +119,14 @@ class Run:
             if decision.delay and self._sleep(decision.delay):
                 return STOPPED_STATUS
 
-    def _history(self) -> Iterator[Ended]:
+    def _history(self) -> Iterator[Ending]:
         """Earlier attempts' ends, oldest first (a requeued job's included)."""
         number = 1
         while (self.job_dir / "attempts" / str(number)).is_dir():
             yield read_end(self.job_dir / "attempts" / str(number), self.job_id, number)
             number += 1
 
-    def _attempt(self, number: int, history: list[Ended]) -> Ended:
+    def _attempt(self, number: int, history: list[Ending]) -> Ending:
         paths = AttemptPaths(
             job_dir=self.job_dir,
             ml_root=self.job_dir / "ml",
@@ -180,7 +181,7 @@ class Run:
         self.monitor_pid = None
         return read_end(paths.attempt_dir, self.job_id, number)
 
-    def _job_row(self, number: int, history: list[Ended]) -> JobRow:
+    def _job_row(self, number: int, history: list[Ending]) -> JobRow:
         account = self.account
         return JobRow(
             id=self.job_id,
@@ -239,13 +240,13 @@ class Run:
         return bool(self.stop_signals)
 
 
-def read_end(attempt_dir: Path, job_id: int, number: int) -> Ended:
+def read_end(attempt_dir: Path, job_id: int, number: int) -> Ending:
     """How an attempt ended, from its exit record; "lost" without one."""
     try:
         record = parse_exit_record(read_json(str(attempt_dir / EXIT_RECORD)), job_id, number)
     except (OSError, ValueError):
-        return Ended("lost", reason="no exit record")
-    return Ended(record.outcome, record.exit_code, record.signal, record.reason)
+        return Ending("lost", reason="no exit record")
+    return Ending(record.outcome, record.exit_code, record.signal, record.reason)
 
 
 def assigned_gpus(environ: dict[str, str] | os._Environ[str]) -> Assignment:
@@ -257,7 +258,7 @@ def assigned_gpus(environ: dict[str, str] | os._Environ[str]) -> Assignment:
     return Assignment(indices, tuple(str(i) for i in indices))
 
 
-def describe(ended: Ended) -> str:
+def describe(ended: Ending) -> str:
     if ended.outcome == "exited":
         return f"exit status {ended.exit_code}"
     if ended.outcome == "signaled":
@@ -265,7 +266,7 @@ def describe(ended: Ended) -> str:
     return ended.outcome + (f" ({ended.reason})" if ended.reason else "")
 
 
-def exit_status(ended: Ended) -> int:
+def exit_status(ended: Ending) -> int:
     if ended.outcome == "exited" and ended.exit_code is not None:
         return ended.exit_code & 0xFF
     if ended.outcome == "signaled" and ended.signal is not None:

@@ -18,6 +18,7 @@ import math
 import os
 import signal
 import stat
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from trainqd.monitor.process import describe_status, exit_code_and_signal
@@ -52,26 +53,15 @@ class Stop:
         self.forced = forced
 
 
+@dataclass(frozen=True, slots=True)
 class Ending:
-    """What the exit record will say, less the times."""
+    """How an attempt ended, less the times: what the monitor puts in its exit record, and
+    what trainqd reads back from one (or, with none, "lost") to judge the job's next step."""
 
-    __slots__ = ("exit_code", "outcome", "reason", "signal")
-
-    def __init__(
-        self,
-        outcome: str,
-        exit_code: int | None = None,
-        signal: int | None = None,
-        reason: str | None = None,
-    ) -> None:
-        self.outcome = outcome
-        self.exit_code = exit_code
-        self.signal = signal
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Ending({fields})"
+    outcome: str
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
 
 
 def read_failure_file(ml_root: str) -> str | None:
