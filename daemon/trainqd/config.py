@@ -77,7 +77,7 @@ class Config(BaseModel):
     # at any time, and NVML offers no event for that.
     gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0
     # Where a root trainqd makes device nodes (nvidiaN, 195:N) for `fake:` GPUs, so that a
-    # job's devices cgroup can be seen at work; unset: <state_dir>/dev. /dev is allowed.
+    # job's GPU confinement can be seen at work; unset: <state_dir>/dev. /dev is allowed.
     fake_gpu_device_dir: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # -- watching GPU use (daemon/trainqd/sampling.py) --

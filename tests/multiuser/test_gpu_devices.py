@@ -1,7 +1,8 @@
 """A job sees only its GPUs: the device nodes of GPUs it was not given cannot be opened
-from it (a devices cgroup per attempt), while its own can. The simulated GPUs get real
-character devices 195:N, as NVIDIA's /dev/nvidiaN are; with no driver behind them, opening
-one the job may use fails with ENXIO, and one it may not with EPERM."""
+from it (an eBPF device program on the attempt's cgroup v2 and a devices cgroup v1 per
+attempt, each enough alone), while its own can. The simulated GPUs get real character
+devices 195:N, as NVIDIA's /dev/nvidiaN are; with no driver behind them, opening one the job
+may use fails with ENXIO, and one it may not with EPERM."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 from tests.daemon import Daemon, python_job, running_daemon
 from tests.multiuser.accounts import ADMINS, Accounts
 from tests.multiuser.support import submit_as, trainq_as
+from trainqd.monitor import devices
 
 pytestmark = pytest.mark.multiuser
 
@@ -25,17 +28,30 @@ ALLOWED = "ENXIO"  # the cgroup let the open through; no driver answers
 DENIED = "EPERM"  # the devices cgroup refused it
 
 
-@pytest.fixture
-def gpu_host(accounts: Accounts, shared_dir: Path) -> Iterator[tuple[Daemon, list[str]]]:
+@contextmanager
+def gpu_daemon(shared_dir: Path, env: dict[str, str]) -> Iterator[tuple[Daemon, list[str]]]:
     """A root trainqd with four simulated GPUs whose device nodes it makes itself, in a
     directory the test users can reach: nvidia0..3 and nvidiactl, as the NVIDIA driver
     makes them."""
     nodes = shared_dir / "dev"
     config = {"admin_group": ADMINS, "fake_gpu_device_dir": str(nodes)}
-    with running_daemon(gpus="fake:4", config=config) as daemon:
+    with running_daemon(gpus="fake:4", config=config, env=env) as daemon:
         yield daemon, [str(nodes / f"nvidia{n}") for n in range(4)] + [str(nodes / "nvidiactl")]
     # Gone again at trainqd's clean shutdown, directory and all: trainqd made them.
     assert not nodes.exists()
+
+
+@pytest.fixture
+def gpu_host(accounts: Accounts, shared_dir: Path) -> Iterator[tuple[Daemon, list[str]]]:
+    with gpu_daemon(shared_dir, {}) as host:
+        yield host
+
+
+@pytest.fixture
+def bpf_gpu_host(accounts: Accounts, shared_dir: Path) -> Iterator[tuple[Daemon, list[str]]]:
+    """As gpu_host, with the devices cgroup v1 left out: the eBPF program confines alone."""
+    with gpu_daemon(shared_dir, {devices.NO_V1_ENV: "1"}) as host:
+        yield host
 
 
 def probe(daemon: Daemon, accounts: Accounts, shared_dir: Path, nodes: list[str], gpus: int) -> Any:
@@ -63,7 +79,9 @@ def test_a_job_opens_its_own_gpus_only(
     for index, path in enumerate(gpu_paths):
         assert report[path] == (ALLOWED if index in given else DENIED), (path, given)
     assert report[ctl] == ALLOWED  # the shared control node every CUDA program opens
-    assert report["escape"] in ("EACCES", "EPERM")  # nor can it leave its devices cgroup
+    # Nor can it leave its devices cgroup, or its cgroup v2 with the eBPF program.
+    assert report["escape"] in ("EACCES", "EPERM")
+    assert report["escape_v2"] in ("EACCES", "EPERM")
     # trainqd serves another user meanwhile.
     assert trainq_as(workstation, accounts.bob, "ls").returncode == 0
 
@@ -76,3 +94,23 @@ def test_a_job_opens_its_own_gpus_only(
         with pytest.raises(OSError) as err:
             os.open(path, os.O_RDWR)
         assert err.value.errno == 6  # ENXIO
+
+
+def test_the_ebpf_device_program_alone_confines_a_job(
+    bpf_gpu_host: tuple[Daemon, list[str]], accounts: Accounts, shared_dir: Path
+) -> None:
+    """What a pure cgroup v2 host has: no devices cgroup, the eBPF program alone."""
+    workstation, gpu_nodes = bpf_gpu_host
+    *gpu_paths, ctl = gpu_nodes
+    given, report = probe(workstation, accounts, shared_dir, gpu_nodes, gpus=1)
+    assert len(given) == 1
+    for index, path in enumerate(gpu_paths):
+        assert report[path] == (ALLOWED if index in given else DENIED), (path, given)
+    assert report[ctl] == ALLOWED
+    # The job is in no devices cgroup v1 but the root one, and in its attempt's cgroup v2,
+    # which it cannot leave.
+    v1 = [line for line in report["cgroups"] if ":devices:" in line]
+    assert v1 == [] or v1[0].endswith(":/"), v1
+    v2 = next(line for line in report["cgroups"] if line.startswith("0::"))
+    assert v2.rsplit("/", 1)[1].startswith("job-"), v2
+    assert report["escape_v2"] in ("EACCES", "EPERM")

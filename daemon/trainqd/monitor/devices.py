@@ -2,10 +2,18 @@
 
 NVIDIA's device nodes are character devices of major 195: /dev/nvidiaN is the GPU whose
 device minor is N; minors 254 and 255 are the shared control nodes (nvidia-modeset,
-nvidiactl) every CUDA program needs. A root monitor puts itself, before it starts the
-trainer, into a devices cgroup of its own (cgroup v1) that denies every GPU minor but the
-job's, so the GPUs of other jobs cannot be opened from the job, and nvidia-smi or NVML in it
-list only its own. Children inherit the cgroup; nothing else of the host is denied.
+nvidiactl) every CUDA program needs. A root monitor, before it starts the trainer, refuses
+the job every GPU minor but its own, so the GPUs of other jobs cannot be opened from the
+job, and nvidia-smi or NVML in it list only its own. It does so in each of two ways the host
+offers, both where both are (a hybrid host), as each can refuse on its own:
+
+- cgroup v2 (Debian 12's default): an eBPF device program on the attempt's own cgroup, the
+  one the monitor entered at its start (cgroup.py, device_filter.py);
+- cgroup v1: a devices cgroup of the monitor's own that denies those minors.
+
+Children inherit both; nothing else of the host is denied. Where neither works, the job runs
+unconfined and the monitor's log says why. TRAINQ_DEVICES_NO_V1=1 in trainqd's environment
+leaves the v1 devices cgroup out, so tests can show the eBPF program alone at work.
 
 Device minors come from the NVIDIA driver (/proc/driver/nvidia/gpus/*/information, by UUID);
 without a driver (simulated GPUs) a GPU's minor is its index, the minor of the node a root
@@ -18,11 +26,14 @@ import contextlib
 import os
 from collections.abc import Mapping
 
+from trainqd.monitor import cgroup, device_filter
+
 NVIDIA_MAJOR = 195
 CONTROL_MINORS = frozenset({254, 255})
 V1_DEVICES = "/sys/fs/cgroup/devices"
 PARENT = "trainq"
 DRIVER_GPUS = "/proc/driver/nvidia/gpus"
+NO_V1_ENV = "TRAINQ_DEVICES_NO_V1"
 
 
 def job_minors(env: Mapping[str, str]) -> set[int]:
@@ -52,11 +63,47 @@ def driver_minors() -> dict[str, int]:
     return found
 
 
-def confine(job_id: int, attempt: int, minors: set[int]) -> str | None:
+def confine(job_id: int, attempt: int, minors: set[int], ml_root: str) -> str | None:
+    """Refuse this process and its children every GPU node but `minors` and the control
+    nodes, in every way the host offers. Returns a line saying why the job is not
+    confined, or None."""
+    by_bpf = _confine_v2(job_id, attempt, minors, ml_root)
+    if os.environ.get(NO_V1_ENV) == "1":
+        by_v1: str | None = f"{NO_V1_ENV}=1"
+    else:
+        by_v1 = _confine_v1(job_id, attempt, minors)
+    if by_bpf is None or by_v1 is None:
+        return None
+    return (
+        "the job could open every GPU's node: "
+        f"no eBPF device program ({by_bpf}), no devices cgroup v1 ({by_v1})"
+    )
+
+
+def _confine_v2(job_id: int, attempt: int, minors: set[int], ml_root: str) -> str | None:
+    try:
+        here = cgroup.own_cgroup_dir()
+    except cgroup.Unavailable as exc:
+        return str(exc)
+    # Only the attempt's own cgroup: where the monitor could not make it, it is still in
+    # trainqd's, whose every process the program would confine too.
+    subtree = cgroup.subtree_name(cgroup.jobs_dir_of(ml_root))
+    if os.path.basename(here) != cgroup.attempt_name(job_id, attempt) or (
+        os.path.basename(os.path.dirname(here)) != subtree
+    ):
+        return "the monitor is not in the attempt's own cgroup"
+    try:
+        device_filter.attach(here, NVIDIA_MAJOR, minors | CONTROL_MINORS)
+    except device_filter.FilterUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def _confine_v1(job_id: int, attempt: int, minors: set[int]) -> str | None:
     """Move this process into a new devices cgroup where only `minors` of the GPU nodes
-    can be opened. Returns a line saying why the job is not confined, or None."""
+    can be opened. Returns why that failed, or None."""
     if not os.path.isfile(os.path.join(V1_DEVICES, "devices.deny")):
-        return "no devices cgroup (cgroup v1) here: the job could open every GPU's node"
+        return "none on this host"
     parent = os.path.join(V1_DEVICES, PARENT)
     try:
         os.makedirs(parent, exist_ok=True)
@@ -78,7 +125,7 @@ def confine(job_id: int, attempt: int, minors: set[int]) -> str | None:
         finally:
             os.close(fd)
     except OSError as exc:
-        return f"cannot confine the job to its GPUs: {exc.filename}: {exc.strerror}"
+        return f"{exc.filename}: {exc.strerror}"
     return None
 
 

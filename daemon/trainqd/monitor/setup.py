@@ -2,7 +2,8 @@
 
 subprocess runtime (the monitor becomes the owner; all the job's processes are theirs):
     subreaper -> private mount namespace: read-only data, /opt/ml, /etc/hosts
-    -> devices cgroup: only the job's GPUs (root only) -> owner's credentials, for good
+    -> only the job's GPUs (root only: an eBPF device program on the attempt's cgroup v2,
+    a devices cgroup v1) -> owner's credentials, for good
     -> ml root -> [feeder] -> stdout/stderr -> cwd -> trainer
 container runtime (the monitor stays root: the engine needs it):
     ml root, in a child running as the owner -> binds for the engine (mounts.py; channels
@@ -158,7 +159,8 @@ def _make_job_view(launch: Launch) -> None:
 
 def _confine_devices(launch: Launch) -> None:
     try:
-        problem = devices.confine(launch.job_id, launch.attempt, devices.job_minors(launch.env))
+        minors = devices.job_minors(launch.env)
+        problem = devices.confine(launch.job_id, launch.attempt, minors, launch.ml_root)
     except (OSError, LookupError, ValueError) as exc:
         problem = f"cannot confine the job to its GPUs: {exc}"
     if problem is not None:

@@ -29,6 +29,7 @@ import sys
 from dataclasses import dataclass
 
 import trainq.core.outcomes
+from trainqd.monitor.devices import NO_V1_ENV
 from trainqd.monitor.records import MONITOR_LOG, Launch
 
 # The fork server's protocol (forkserver.py imports the monitor itself, which trainqd need
@@ -47,6 +48,10 @@ _HELD_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 # The monitor's own environment: it passes each child an environment of its own (the
 # launch's), so none of trainqd's needs to reach it.
 _MONITOR_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+# But this, from trainqd's own environment: tests leave the devices cgroup v1 out with it, to
+# see the eBPF device program confine a job alone.
+if os.environ.get(NO_V1_ENV) == "1":
+    _MONITOR_ENV[NO_V1_ENV] = "1"
 
 
 FORK_SERVER_FLAG = "--fork-server"
