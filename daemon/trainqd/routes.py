@@ -416,7 +416,10 @@ class Api:
         now = time.time()
         since = now - period_seconds(request.query_str("since", "30d") or "30d")
         by = request.query_str("by", "user") or "user"
-        report = usage_report(self.store, since, now, by, self.config.default_class)
+        # A report reads a month of history: in a worker thread, through a reader connection.
+        report = await anyio.to_thread.run_sync(
+            usage_report, self.store, since, now, by, self.config.default_class
+        )
         return Response(200, report)
 
     async def openapi_document(self, request: Request) -> Response:

@@ -108,7 +108,7 @@ class Store:
         self._unfinished: dict[int, JobRow] = {}
         # Ended jobs by state, kept as they end and are removed: `GET /v1/health` reports
         # them, and counting 100,000 rows at each health check would hold the loop.
-        self._ended_counts: Counter[str] = Counter()
+        self._ended_counts: Counter[tuple[str, str]] = Counter()  # (state, user) -> jobs
         self.commits = 0  # write transactions committed: what group commit saves (metrics)
         self._drains: dict[int, DrainRow] = {}  # the drains table, read on every plan
 
@@ -213,19 +213,18 @@ class Store:
             job = job_from(row)
             self._unfinished[job.id] = job
         marks = ",".join("?" * len(TERMINAL))
-        self._ended_counts.update(
-            dict(
-                self._db.execute(
-                    f"SELECT state, count(*) FROM jobs WHERE state IN ({marks}) GROUP BY state",
-                    [str(s) for s in TERMINAL],
-                ).fetchall()
-            )
-        )
+        for state, user, count in self._db.execute(
+            f"SELECT state, owner_user, count(*) FROM jobs WHERE state IN ({marks})"
+            " GROUP BY state, owner_user",
+            [str(s) for s in TERMINAL],
+        ):
+            self._ended_counts[str(state), str(user)] = int(count)
 
     def _has_ended(self, job_id: int, state: JobState) -> None:
         """A job the store kept in memory has ended: counted, and no longer kept."""
-        if self._unfinished.pop(job_id, None) is not None:
-            self._ended_counts[str(state)] += 1
+        job = self._unfinished.pop(job_id, None)
+        if job is not None:
+            self._ended_counts[str(state), job.owner.user] += 1
 
     def _refresh(self, job_id: int, spec: JobSpec | None = None) -> JobRow:
         """The job's row after a write, kept in memory while it has not ended."""
@@ -312,12 +311,16 @@ class Store:
 
         Safe to call from a worker thread: it reads through a connection of its own (WAL lets
         it read beside the writer), so a long page never holds the event loop."""
-        db = sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
+        db = self._reader()
         db.row_factory = sqlite3.Row
         try:
             return self._page(db, states, owner_user, after, limit, group=group)
         finally:
             db.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        """A read-only connection of its own, for a worker thread (WAL: beside the writer)."""
+        return sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
 
     @staticmethod
     def _page(
@@ -401,17 +404,20 @@ class Store:
     def counts(self) -> dict[str, int]:
         """Jobs by state, from memory (no query: health checks ask often)."""
         counts = {str(s): 0 for s in JobState}
-        counts.update(self._ended_counts)
+        for (state, _), count in self._ended_counts.items():
+            counts[state] += count
         for job in self._unfinished.values():
             counts[str(job.state)] += 1
         return counts
 
     def counts_by_user(self) -> list[tuple[str, str, int]]:
-        """(state, user, jobs) for every pair that has a job."""
-        cur = self._db.execute(
-            "SELECT state, owner_user, count(*) FROM jobs GROUP BY state, owner_user"
+        """(state, user, jobs) for every pair that has a job, from memory (a scrape asks)."""
+        counts: Counter[tuple[str, str]] = Counter(
+            {key: n for key, n in self._ended_counts.items() if n > 0}
         )
-        return [(str(state), str(user), int(n)) for state, user, n in cur]
+        for job in self._unfinished.values():
+            counts[str(job.state), job.owner.user] += 1
+        return sorted((state, user, n) for (state, user), n in counts.items())
 
     def usage_since(
         self, since: float, *, by_class: str | None = None
@@ -419,17 +425,27 @@ class Store:
         """For usage reports: (key, state, created_at, ended_at) of every job that was
         submitted or ended since `since`, and (key, gpus, started_at, ended_at, idle seconds)
         of every attempt that ran since then. The key is the owner's name, or with `by_class`
-        (the default class's name) the job's class."""
+        (the default class's name) the job's class. Safe from a worker thread, as `page`."""
         # The class lives in the spec: read with SQLite's JSON functions, not by parsing
         # every spec here.
         key = "owner_user" if by_class is None else "coalesce(json_extract(spec, '$.class'), ?)"
         first = () if by_class is None else (by_class,)
-        jobs = self._db.execute(
+        db = self._reader()
+        try:
+            return self._usage_rows(db, key, first, since)
+        finally:
+            db.close()
+
+    @staticmethod
+    def _usage_rows(
+        db: sqlite3.Connection, key: str, first: tuple[str, ...], since: float
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        jobs = db.execute(
             f"SELECT {key}, state, created_at, ended_at FROM jobs"
             " WHERE created_at>=? OR ended_at>=?",
             (*first, since, since),
         ).fetchall()
-        attempts = self._db.execute(
+        attempts = db.execute(
             f"SELECT {key}, a.gpus, a.started_at, a.ended_at, a.gpu_idle_seconds"
             " FROM attempts a JOIN jobs j ON j.id=a.job_id"
             " WHERE a.ended_at IS NULL OR a.ended_at>=?",
@@ -852,7 +868,9 @@ class Store:
     def delete_ended(self, job_id: int) -> None:
         """Delete an ended job's rows: its events, attempts and the job itself."""
         with self._tx():
-            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            row = self._db.execute(
+                "SELECT state, owner_user FROM jobs WHERE id=?", (job_id,)
+            ).fetchone()
             if row is None:
                 raise NotFound(f"no job {job_id}")
             if JobState(row[0]) not in TERMINAL:
@@ -861,4 +879,4 @@ class Store:
             self._db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
         self._unfinished.pop(job_id, None)
-        self._ended_counts[str(row[0])] -= 1
+        self._ended_counts[str(row[0]), str(row[1])] -= 1

@@ -266,4 +266,16 @@ def test_the_counts_kept_in_memory_match_the_database(tmp_path: Path) -> None:
     store.close()
     reopened = Store.open(tmp_path / "db")
     assert reopened.counts() == counted(reopened)
+    other = JobOwner(uid=1001, gid=1001, user="bob")
+    done = reopened.submit(JobSpec(command=["true"]), other, 3.0).id
+    reopened.transition(done, JobState.STOPPED, 4.0, "stopped", stop_reason="user")
+    raw = sqlite3.connect(tmp_path / "db")
+    by_user = sorted(
+        (str(state), str(user), int(n))
+        for state, user, n in raw.execute(
+            "SELECT state, owner_user, count(*) FROM jobs GROUP BY state, owner_user"
+        )
+    )
+    raw.close()
+    assert reopened.counts_by_user() == by_user
     reopened.close()
