@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from trainq.core.errors import DiskFull
+from trainq.core.reasons import Wait
 from trainq.core.states import ACTIVE, JobState, TransitionError
 from trainq.core.wire import UserShare
 from trainqd import classes, fairshare, plan_inputs, planner
@@ -134,7 +135,9 @@ class SharingPolicy:
     def planned(self, result: planner.Plan, now: float) -> None:
         """Keep the plan's order and stop its victims; each victim once."""
         started = {start.job_id for start in result.starts}
-        self._order = [job_id for job_id in result.order if job_id not in started]
+        # A held job has no place: it is not waiting its turn.
+        held = {job_id for job_id, why in result.waiting.items() if why.kind == Wait.HELD}
+        self._order = [j for j in result.order if j not in started and j not in held]
         self._gpu_usage = result.gpu_usage
         self._places = None
         for preemption in result.preemptions:

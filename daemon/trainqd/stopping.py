@@ -52,7 +52,7 @@ class Stopping:
                 JobState.STOPPED,
                 now,
                 f"stopped by {who}",
-                stop_reason=f"stopped by {who} before it started",
+                stop_reason=_queued_stop_reason(who, ran=job.attempt_count > 0),
                 ended_at=now,
             )
         else:
@@ -86,12 +86,14 @@ class Stopping:
         now = time.time()
         owner = mine[0].owner
         who = account(uid).user if uid != owner.uid else owner.user
-        stopped = self._store.stop_pending(
-            [job.id for job in mine if job.state == JobState.PENDING],
-            now,
-            f"stopped by {who}",
-            stop_reason=f"stopped by {who} before it started",
-        )
+        queued = [job for job in mine if job.state == JobState.PENDING]
+        stopped: list[int] = []
+        for ran in (False, True):  # one transaction each: never started, or waiting again
+            ids = [job.id for job in queued if (job.attempt_count > 0) == ran]
+            if ids:
+                stopped += self._store.stop_pending(
+                    ids, now, f"stopped by {who}", stop_reason=_queued_stop_reason(who, ran=ran)
+                )
         for job in mine:
             if job.state != JobState.PENDING and job.state not in TERMINAL:
                 with suppress(Conflict):  # it ended meanwhile
@@ -121,3 +123,9 @@ class Stopping:
         job = self._store.get(job_id)
         grace = plan_inputs.grace(job, self._default_grace)
         self._watcher().request_stop(job_id, grace, "user", None)
+
+
+def _queued_stop_reason(who: str, *, ran: bool) -> str:
+    """Why a job stopped while it was PENDING: before it ever ran, or waiting to run again
+    (a retry's backoff, a preemption)."""
+    return f"stopped by {who} {'while it waited to run again' if ran else 'before it started'}"

@@ -48,7 +48,10 @@ def test_a_held_job_never_starts_until_released(daemon: Daemon) -> None:
     blocker = daemon.submit(sleeper(4))["id"]
     daemon.wait_state(blocker, "RUNNING")
     held = daemon.submit({"command": ["true"], "gpus": 1})["id"]
+    wait_for(lambda: daemon.job(held)["place"] == 1, what="the job's place in the queue")
     assert ok(daemon, "hold", str(held)) == f"{held} held by root\n"
+    # A held job is not waiting its turn: it has no place in the queue.
+    wait_for(lambda: daemon.job(held)["place"] is None, what="the held job to leave the queue")
     listed = ok(daemon, "ls")
     assert "held by root; `trainq release` lets it start" in listed
     assert daemon.job(held)["held_by"] == "root"

@@ -35,3 +35,16 @@ def test_stop_a_pending_job(daemon: Daemon) -> None:
     assert "already ended" in again.stderr
     daemon.cli("stop", "--grace", "0", str(blocker))
     daemon.wait_state(blocker)
+
+
+def test_stop_a_job_waiting_to_run_again(daemon: Daemon) -> None:
+    # Exit 139 is a transient crash: the job waits out its retry backoff, PENDING again.
+    job = daemon.submit({**python_job("exit_with.py", "139"), "retry_backoff_seconds": 600})
+    wait_for(
+        lambda: (j := daemon.job(job["id"]))["state"] == "PENDING" and j["attempts"],
+        what="the first attempt to end and the retry to wait",
+    )
+    assert daemon.cli("stop", str(job["id"])).returncode == 0
+    done = daemon.job(job["id"])
+    assert done["state"] == "STOPPED"
+    assert done["stop_reason"].endswith("while it waited to run again")
