@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,18 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.daemon import Daemon
+
+try:
+    from hypothesis import settings
+except ImportError:  # tests/gpu runs on machines without trainq's test dependencies
+    pass
+else:
+    # The suite's property tests try the same examples on every run: a merge must not turn
+    # red on a search's luck. `HYPOTHESIS_PROFILE=explore` (or `--hypothesis-profile
+    # explore`) searches afresh with many more; a counterexample it finds becomes a test.
+    settings.register_profile("suite", derandomize=True, database=None)
+    settings.register_profile("explore", max_examples=5000, deadline=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ the plain queue's examples and properties."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import replace
 
@@ -204,9 +205,13 @@ def test_preemption_takes_only_what_it_may(situation: Situation) -> None:
         assert (victim.boost, victim.weight) < (head.boost, head.weight)
         assert victim.attempt_started is not None
         assert NOW - victim.attempt_started >= MIN_RUNTIME
-    # Together they let it start, and none of them is more than that needs.
+    # Together they let it start, and none of them is more than that needs. A job started
+    # beside them that ends before they are gone (its time limit within their grace: a
+    # backfill) gives its GPUs back in time.
+    gone_by = max(r.grace for r in runs if r.stopping or r in victims)
+    lasting = [s for s in result.starts if (by_id[s.job_id].runtime_limit or math.inf) > gone_by]
     free = usable(cap) - {gpu for r in runs for gpu in r.gpus}
-    free -= {gpu for start in result.starts for gpu in start.gpus}
+    free -= {gpu for start in lasting for gpu in start.gpus}
     stopping = {gpu for r in runs if r.stopping for gpu in r.gpus} & usable(cap)
     freed = {gpu for v in victims for gpu in v.gpus} & usable(cap)
     assert len(free | stopping | freed) >= head.gpus
@@ -225,14 +230,21 @@ def test_a_preemption_lets_its_job_start_once_the_victims_are_gone(situation: Si
     for_job = result.preemptions[0].for_job
     gone = {p.victim for p in result.preemptions} | {r.id for r in runs if r.stopping}
     by_id = {j.id: j for j in queue}
+    later = NOW + 31  # past the victims' grace
+    # A job started beside the preemption runs on, unless its time limit (what let it
+    # backfill ahead of the preempting job) is over by then: then it has ended.
+    ends = {s.job_id: NOW + (by_id[s.job_id].runtime_limit or math.inf) for s in result.starts}
     after = [r for r in runs if r.id not in gone] + [
-        run(s.job_id, by_id[s.job_id].owner_uid, s.gpus, by_id[s.job_id].job_class, age=0.0)
+        run(s.job_id, by_id[s.job_id].owner_uid, s.gpus, by_id[s.job_id].job_class, age=0.0,
+            expected_end=None if math.isinf(ends[s.job_id]) else ends[s.job_id])
         for s in result.starts
-    ]
+        if ends[s.job_id] > later
+    ]  # fmt: skip
     rest = [j for j in queue if j.id not in started(result)]
-    again = plan(rest, after, cap, limits, NOW + 31, sharing=share)
+    again = plan(rest, after, cap, limits, later, sharing=share)
     assert for_job in started(again)
-    assert not again.preemptions
+    # It needs no more victims; a job behind it may well preempt in turn, on its own account.
+    assert all(p.for_job != for_job for p in again.preemptions)
 
 
 def test_a_victim_younger_than_the_minimum_is_never_taken() -> None:
