@@ -32,7 +32,13 @@ CLI_ROOT = Path(trainq.__file__).resolve().parent
 DAEMON_ROOT = Path(trainqd.__file__).resolve().parent
 MONITOR_ROOT = DAEMON_ROOT / "monitor"
 # What the monitor may take of trainq.core: modules that import the standard library alone.
-STDLIB_CORE = {"trainq", "trainq.core", "trainq.core.outcomes", "trainq.core.reasons"}
+STDLIB_CORE = {
+    "trainq",
+    "trainq.core",
+    "trainq.core.layout",
+    "trainq.core.outcomes",
+    "trainq.core.reasons",
+}
 
 
 CLI_MODULES: dict[str, Path] = {}

@@ -16,17 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from trainq.core.layout import ML_DIRS
 from trainqd.monitor.records import FileChannel, Launch
-
-ML_DIRS = (
-    "input/config",
-    "input/data",
-    "model",
-    "output/data",
-    "output/intermediate",
-    "checkpoints",
-    "code",
-)
 
 
 def _remove(path: str) -> None:

@@ -35,22 +35,13 @@ import shlex
 from typing import Any
 
 from trainq.core.export.common import Unsupported, ceil_seconds, job_name
+from trainq.core.layout import ML_DIRS
 from trainq.core.mlconfig import config_files
 from trainq.core.spec import JobSpec
 
 TARGET = "kubernetes"
 BASE = "/opt/ml"
 CONFIG_MOUNT = "/etc/trainq/ml-config"
-# The ml root's directories (trainqd.monitor.mlroot.ML_DIRS, which tests compare with this).
-ML_DIRS = (
-    "input/config",
-    "input/data",
-    "model",
-    "output/data",
-    "output/intermediate",
-    "checkpoints",
-    "code",
-)
 DEFAULT_GRACE = 120.0
 DEFAULT_INIT_IMAGE = "busybox:1.36"
 MAX_NAME = 63
