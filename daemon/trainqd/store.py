@@ -100,6 +100,21 @@ class NewJobs:
     spec_json: Sequence[str] | None = None
 
 
+def _filters(states: Sequence[JobState] | None, **equal: object) -> tuple[list[str], list[Any]]:
+    """A listing's WHERE terms and their arguments: the states, and each column of `equal`
+    that is not None."""
+    where: list[str] = []
+    args: list[Any] = []
+    if states is not None:
+        where.append(f"state IN ({','.join('?' * len(states))})")
+        args.extend(str(s) for s in states)
+    for column, value in equal.items():
+        if value is not None:
+            where.append(f"{column}=?")
+            args.append(value)
+    return where, args
+
+
 class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         conn.row_factory = sqlite3.Row  # rows.py reads columns by name
@@ -280,14 +295,7 @@ class Store:
                 for job_id, job in sorted(self._unfinished.items())
                 if job.state in states and (owner_uid is None or job.owner.uid == owner_uid)
             ]
-        where: list[str] = []
-        args: list[Any] = []
-        if states is not None:
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            args.extend(str(s) for s in states)
-        if owner_uid is not None:
-            where.append("owner_uid=?")
-            args.append(owner_uid)
+        where, args = _filters(states, owner_uid=owner_uid)
         sql = f"SELECT {JOB_COLUMNS} FROM jobs"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -332,17 +340,8 @@ class Store:
         *,
         group: int | None = None,
     ) -> tuple[list[tuple[JobRow, list[AttemptRow]]], int, bool]:
-        where: list[str] = []
-        args: list[Any] = []
-        if states is not None:
-            where.append(f"state IN ({','.join('?' * len(states))})")
-            args.extend(str(s) for s in states)
-        if owner_user is not None:
-            where.append("owner_user=?")
-            args.append(owner_user)
-        if group is not None:  # a sweep's jobs: the (group_id, id) index
-            where.append("group_id=?")
-            args.append(group)
+        # A sweep's jobs by the (group_id, id) index, a user's by (owner_user, id).
+        where, args = _filters(states, owner_user=owner_user, group_id=group)
         matching = (" WHERE " + " AND ".join(where)) if where else ""
         db.execute("BEGIN")  # the count and the page from one snapshot
         (total,) = db.execute(f"SELECT count(*) FROM jobs{matching}", args).fetchone()
