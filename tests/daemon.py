@@ -10,6 +10,7 @@ import pwd
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -249,3 +250,13 @@ def pids_alive(pids: Sequence[int]) -> list[int]:
         if state != "Z":
             alive.append(pid)
     return alive
+
+
+def event_reasons(daemon: Daemon, job_id: int) -> list[str]:
+    """The reasons of a job's event rows, oldest first, read from its state database."""
+    db = sqlite3.connect(f"file:{daemon.state_dir / 'trainq.db'}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT reason FROM events WHERE job_id=? ORDER BY id", (job_id,))
+        return [str(reason) for (reason,) in rows]
+    finally:
+        db.close()

@@ -5,13 +5,13 @@ preemptible job, which saves a checkpoint, waits in the queue and resumes from i
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.daemon import Daemon, python_job, scratch_dir, supervised
+from tests.daemon import event_reasons as events
 from tests.helpers import wait_for
 
 CONFIG = """
@@ -41,15 +41,6 @@ def daemon() -> Iterator[Daemon]:
     server.config_file.write_text(CONFIG)
     with supervised(server, remove=base) as started:
         yield started
-
-
-def events(daemon: Daemon, job_id: int) -> list[str]:
-    db = sqlite3.connect(f"file:{daemon.state_dir / 'trainq.db'}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT reason FROM events WHERE job_id=? ORDER BY id", (job_id,))
-        return [str(reason) for (reason,) in rows]
-    finally:
-        db.close()
 
 
 def refused(daemon: Daemon, *args: str) -> str:

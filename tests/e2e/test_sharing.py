@@ -3,11 +3,11 @@ a real trainqd (four simulated GPUs) and the real `trainq` command."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from tests.daemon import Daemon, python_job, running_daemon, scratch_dir, supervised
+from tests.daemon import event_reasons as events
 from tests.helpers import wait_for
 
 
@@ -28,15 +28,6 @@ def refused(daemon: Daemon, status: int, *args: str) -> str:
     assert done.stderr.startswith("trainq"), done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     return done.stderr
-
-
-def events(daemon: Daemon, job_id: int) -> list[str]:
-    db = sqlite3.connect(f"file:{daemon.state_dir / 'trainq.db'}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT reason FROM events WHERE job_id=? ORDER BY id", (job_id,))
-        return [str(reason) for (reason,) in rows]
-    finally:
-        db.close()
 
 
 def stop_now(daemon: Daemon, job_id: int) -> None:
