@@ -287,8 +287,10 @@ def ask(sock: socket.socket, data: bytes) -> tuple[int, dict[str, str], bytes]:
 
 def read_to_eof(sock: socket.socket) -> bytes:
     data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
+    # A peer that closed with our bytes unread ends in ECONNRESET after what it sent.
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            data += chunk
     return data
 
 
@@ -705,7 +707,10 @@ def test_a_connection_over_the_users_share_is_told_busy_at_once() -> None:
 
 def read_busy(server: Harness) -> bool:
     with server.raw() as sock:
-        sock.sendall(get("/v1/echo/1", "Connection: close\r\n"))
+        # A server still over the share answers 503 and closes at once, maybe before the
+        # request is written: the answer is still there to read, as trainq's client reads it.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(get("/v1/echo/1", "Connection: close\r\n"))
         return read_to_eof(sock).startswith(b"HTTP/1.1 503 ")
 
 
