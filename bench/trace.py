@@ -34,7 +34,7 @@ from trace_metrics import SIZES, busy_while_waiting, fairness, makespan, size_of
 from trace_replay import GPUS, Outcome
 from trace_sample import Scaling, Task
 from trace_slurm import run_slurm
-from trace_trainq import classes_supported, run_trainq
+from trace_trainq import Mode, run_trainq, supported
 from trace_users import accounts
 
 TRAINER = Path(__file__).resolve().parent / "trainers" / "trace.sh"
@@ -146,8 +146,9 @@ def main() -> None:
     parser.add_argument("--heavy-share", type=float, default=0.65)
     parser.add_argument(
         "--only",
-        choices=["trainq", "classes", "Slurm"],
-        help="one run alone: trainq (fair share), trainq with the qos as classes, Slurm",
+        choices=[*(m.value for m in Mode), "Slurm"],
+        help="one run alone: trainq (fair share), share (with preemption between users),"
+        " classes (the qos as classes), Slurm",
     )
     parser.add_argument(
         "--minute-limits",
@@ -179,13 +180,12 @@ def main() -> None:
             trainer.chmod(0o755)
             outcomes = []
             minutes = args.minute_limits
-            runs: dict[str, Callable[..., Outcome]] = {
-                "trainq": functools.partial(run_trainq, minutes=minutes)
-            }
-            if classes_supported():
-                runs["classes"] = functools.partial(run_trainq, classes=True, minutes=minutes)
-            else:
-                print("# this trainqd has no classes: no run with them, no preemption")
+            runs: dict[str, Callable[..., Outcome]] = {}
+            for mode in Mode:
+                if supported(mode):
+                    runs[mode] = functools.partial(run_trainq, mode=mode, minutes=minutes)
+                else:
+                    print(f"# this trainqd cannot run the {mode} mode: left out")
             runs["Slurm"] = run_slurm
             for system, run in runs.items():
                 if args.only in (None, system):

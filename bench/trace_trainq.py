@@ -1,11 +1,13 @@
 """The trace benchmark on trainq: `trainqd --gpus fake:8` started as the other benchmarks
 start it (`common.running_daemon`), each user's jobs submitted through the HTTP API by a
-process of that user, with fair share alone or with the trace's qos as classes."""
+process of that user: with fair share alone, with fair share and preemption between users
+(`Mode.SHARE`), or with the trace's qos as classes."""
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +29,31 @@ from trace_users import Account, Agent
 # The stop grace of a preempted job: the trainer saves its checkpoint and exits at once.
 GRACE = 2.0
 
-# What the classes and preemption need of trainqd's configuration.
-SHARING_KEYS = ("classes", "preempt_after_seconds", "min_runtime_before_preemption_seconds")
+
+class Mode(StrEnum):
+    FAIR = "trainq"  # fair share alone, one class, nothing preempted
+    SHARE = "share"  # fair share, and a user over their share yields GPUs to one under it
+    CLASSES = "classes"  # the trace's qos as classes, lower ones preempted
 
 
-def classes_supported() -> bool:
+LABELS = {
+    Mode.FAIR: "trainq",
+    Mode.SHARE: "trainq, share preemption",
+    Mode.CLASSES: "trainq, qos classes",
+}
+
+# What each mode needs of trainqd's configuration.
+NEEDS = {
+    Mode.FAIR: (),
+    Mode.SHARE: ("classes", "preempt_for_fair_share"),
+    Mode.CLASSES: ("classes", "preempt_after_seconds", "min_runtime_before_preemption_seconds"),
+}
+
+
+def supported(mode: Mode) -> bool:
     from trainqd.config import Config
 
-    return all(key in Config.model_fields for key in SHARING_KEYS)
+    return all(key in Config.model_fields for key in NEEDS[mode])
 
 
 # The trace's qos as trainq classes: best-effort work may be preempted, latency-sensitive
@@ -42,7 +61,15 @@ def classes_supported() -> bool:
 # Burstable stays in the default class, between the two. Within a class fair share orders
 # the users.
 CLASS_OF_QOS = {"BE": "besteffort", "LS": "latency", "Guaranteed": "latency"}
-CLASSES = """
+TABLES = {
+    Mode.FAIR: "",
+    # One class whose jobs may preempt each other, for fair share only.
+    Mode.SHARE: """
+[classes.default]
+preemptible = true
+may_preempt = true
+""",
+    Mode.CLASSES: """
 [classes.default]
 
 [classes.besteffort]
@@ -52,10 +79,11 @@ preemptible = true
 [classes.latency]
 weight = 1
 may_preempt = true
-"""
+""",
+}
 
 
-def trainq_config(scaling: Scaling, classes: bool) -> dict[str, Any]:
+def trainq_config(scaling: Scaling, mode: Mode) -> dict[str, Any]:
     """trainqd's settings: the defaults that are spans of time, compressed as the trace is
     (fair share's half-life of 7 days, preemption after 300 s of waiting, never of an
     attempt younger than 600 s)."""
@@ -64,14 +92,16 @@ def trainq_config(scaling: Scaling, classes: bool) -> dict[str, Any]:
         "default_stop_grace_seconds": GRACE,
         "fair_share_half_life_days": 7 / scaling.duration_scale,
     }
-    if classes:
+    if mode != Mode.FAIR:
         config["preempt_after_seconds"] = 300 / scaling.duration_scale
         config["min_runtime_before_preemption_seconds"] = 600 / scaling.duration_scale
+    if mode == Mode.SHARE:
+        config["preempt_for_fair_share"] = True
     return config
 
 
 def trainq_spec(
-    task: Task, trainer: Path, stamps: Path, classes: bool, minutes: bool
+    task: Task, trainer: Path, stamps: Path, mode: Mode, minutes: bool
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "name": task.name,
@@ -81,7 +111,7 @@ def trainq_spec(
         "max_runtime_seconds": task.limit_minutes * 60 if minutes else task.limit,
         "max_retries": 0,
     }
-    if classes and task.qos in CLASS_OF_QOS:
+    if mode == Mode.CLASSES and task.qos in CLASS_OF_QOS:
         spec["class"] = CLASS_OF_QOS[task.qos]
     return spec
 
@@ -145,26 +175,23 @@ def run_trainq(
     trainer: Path,
     scaling: Scaling,
     *,
-    classes: bool = False,
+    mode: Mode = Mode.FAIR,
     minutes: bool = False,
 ) -> Outcome:
-    """trainq with fair share alone (one class), or with the trace's qos as classes."""
-    system = "trainq, qos classes" if classes else "trainq"
-    system += ", minute limits" if minutes else ""
+    """trainq in one of its sharing modes (Mode)."""
+    system = LABELS[mode] + (", minute limits" if minutes else "")
     stamps = stamp_dir(base, system.replace(", ", "-").replace(" ", "-"))
-    config = trainq_config(scaling, classes)
-    with running_daemon(f"fake:{GPUS}", tables=CLASSES if classes else "", **config) as daemon:
+    config = trainq_config(scaling, mode)
+    with running_daemon(f"fake:{GPUS}", tables=TABLES[mode], **config) as daemon:
         warm_up(daemon)
         agents = {a.name: Agent(a, daemon.socket) for a in users}
         try:
             submitted = replay(
                 tasks,
-                lambda t: agents[t.user].submit(trainq_spec(t, trainer, stamps, classes, minutes))[
-                    0
-                ],
+                lambda t: agents[t.user].submit(trainq_spec(t, trainer, stamps, mode, minutes))[0],
             )
             wait_for_all(stamps, tasks, lambda: trainq_trouble(daemon), finish_timeout(tasks))
-            preempted = preemptions(daemon) if classes else None
+            preempted = preemptions(daemon) if mode != Mode.FAIR else None
         finally:
             for agent in agents.values():
                 agent.close()

@@ -142,6 +142,9 @@ class Config(BaseModel):
     preempt_after_seconds: Annotated[float, Field(ge=0, le=365 * 86400)] = 300.0
     # ...and never from an attempt that has run less than this.
     min_runtime_before_preemption_seconds: Annotated[float, Field(ge=0, le=365 * 86400)] = 600.0
+    # With fair share, such a job may also preempt preemptible jobs of its own class rank,
+    # of users who would still hold at least as many GPUs as its owner then.
+    preempt_for_fair_share: bool = False
 
     @field_validator("classes")
     @classmethod

@@ -22,7 +22,9 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   seconds, takes GPUs from running jobs of preemptible classes with a lower rank (boost,
   weight) that have run at least `min_runtime` in their attempt: those that lose the least
   work (GPU time since their attempt started), as few as let it start, and only if they
-  do. GPUs already being freed by stopping jobs count first.
+  do. GPUs already being freed by stopping jobs count first. With `share_preemption` (and
+  fair share), jobs of the head's own rank may be taken too, from users who would still
+  hold at least as many GPUs as the head's owner then (choose_victims).
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
@@ -112,6 +114,9 @@ class Sharing:
     cpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> CPU-slot-seconds
     preempt_after: float = 300.0  # preempt only when GPUs would not come free sooner
     min_runtime: float = 600.0  # never preempt an attempt younger than this
+    # Also preempt jobs of the head's own rank, of users who would still hold at least as
+    # many GPUs as the head's owner then (with fair share only).
+    share_preemption: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,20 +325,37 @@ def choose_victims(
     sharing: Sharing,
     now: float,
     spared_users: set[int],
+    held: Mapping[int, int] | None = None,
 ) -> list[RunningJob] | None:
     """The running jobs to preempt so that `job` can start, losing the least work; None
-    when no such set exists. GPUs of jobs already stopping count first."""
+    when no such set exists. GPUs of jobs already stopping count first.
+
+    Victims are of a lower rank (boost, weight); with `held` (each user's GPUs, as
+    `Sharing.share_preemption` asks), also of the job's own rank, as long as their owner
+    keeps at least the GPUs the job's owner will hold: taking from a user who would then
+    hold fewer would only turn the unfairness around, and the victim's owner could never
+    take them back under the same rule, so two users never preempt each other in turn."""
     coming = free + sum(len(set(r.gpus) & usable) for r in running if r.stopping)
     if coming >= job.gpus:
         return []
     rank = (job.boost, job.weight)
+    # What each other user may lose to fair share: down to the job's owner's GPUs then.
+    spare: dict[int, int] = {}
+    if held is not None:
+        after = held.get(job.owner_uid, 0) + job.gpus
+        spare = {uid: n - after for uid, n in held.items() if uid != job.owner_uid}
+
+    def allowed(r: RunningJob) -> bool:
+        own_rank = (r.boost, r.weight)
+        return own_rank < rank or (own_rank == rank and spare.get(r.owner_uid, 0) > 0)
+
     candidates = [
         r
         for r in running
         if r.preemptible
         and not r.stopping
         and r.gpus
-        and (r.boost, r.weight) < rank
+        and allowed(r)
         and r.owner_uid not in spared_users
         and r.attempt_started is not None
         and now - r.attempt_started >= sharing.min_runtime
@@ -351,6 +373,10 @@ def choose_victims(
     for victim in candidates:
         if coming >= job.gpus:
             break
+        if (victim.boost, victim.weight) == rank:
+            if spare[victim.owner_uid] < len(victim.gpus):
+                continue  # its owner would end with fewer GPUs than the job's
+            spare[victim.owner_uid] -= len(victim.gpus)
         chosen.append(victim)
         coming += len(set(victim.gpus) & usable)
     if coming < job.gpus:
@@ -362,6 +388,16 @@ def choose_victims(
             chosen.remove(victim)
             coming = without
     return chosen
+
+
+def _held(pool: _Pool, running: Sequence[RunningJob]) -> Counter[int]:
+    """Each user's GPUs as far as the plan has got: what their running jobs hold and go on
+    holding (not stopping), and what the plan has started for them so far."""
+    held = Counter(pool.gpus_by_user)
+    for r in running:
+        if r.stopping:
+            held[r.owner_uid] -= len(r.gpus)
+    return held
 
 
 def plan(
@@ -391,6 +427,7 @@ def plan(
     limited: set[int] = set()
 
     undrained = len(set(capacity.gpus) - capacity.drained)
+    share_preemption = sharing.fair and sharing.share_preemption
     usage: dict[Lane, float] | None = None
     if sharing.fair:
         usage = {}
@@ -460,6 +497,7 @@ def plan(
                         sharing=sharing,
                         now=now,
                         spared_users=limited,
+                        held=_held(pool, running) if share_preemption else None,
                     )
                 if victims is not None:
                     preemptions.extend(Preemption(v.id, job.id) for v in victims)
@@ -468,7 +506,9 @@ def plan(
                     # The head starts once its victims (and other stopping jobs) are gone.
                     time = now + max((r.grace for r in stopping), default=0.0)
                     head = Reservation(job.id, job.gpus, time, max(0, free + freed - job.gpus))
-                    waiting[job.id] = WaitReason(Wait.PREEMPTING, gpus=job.gpus, free=free)
+                    lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
+                    kind = Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE
+                    waiting[job.id] = WaitReason(kind, gpus=job.gpus, free=free)
                     continue
                 if not math.isinf(head.time):
                     # A job past its expected end is still stopping: "now", not the past.

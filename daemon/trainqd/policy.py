@@ -127,6 +127,7 @@ class SharingPolicy:
             cpu_usage=usage.cpu,
             preempt_after=self._config.preempt_after_seconds,
             min_runtime=self._config.min_runtime_before_preemption_seconds,
+            share_preemption=self._config.preempt_for_fair_share,
         )
         return queue, running, sharing
 

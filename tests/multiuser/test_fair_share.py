@@ -76,3 +76,49 @@ def test_a_users_priority_does_not_overtake_another_users_job(
     assert users["tq-bob"]["running_jobs"] == 1
     assert users["tq-alice"]["waiting_jobs"] == 1
     assert users["tq-alice"]["gpu_hours"] > 0
+
+
+SHARE_PREEMPTION = """
+default_stop_grace_seconds = 5
+preempt_after_seconds = 0
+min_runtime_before_preemption_seconds = 0
+preempt_for_fair_share = true
+
+[classes.default]
+preemptible = true
+may_preempt = true
+"""
+
+
+def test_a_user_over_their_share_yields_a_gpu_once_and_not_back(accounts: Accounts) -> None:
+    alice, bob = accounts.alice, accounts.bob
+    base = scratch_dir()
+    server = Daemon(base, gpus="fake:2")
+    server.config_file.write_text(SHARE_PREEMPTION)
+    with supervised(server, remove=base) as workstation:
+        alices = [submit_as(workstation, alice, sleeper())["id"] for _ in range(2)]
+        for job_id in alices:
+            workstation.wait_state(job_id, "RUNNING")
+        # alice holds both GPUs; bob's job of the same class takes one of them back.
+        bobs = submit_as(workstation, bob, sleeper())["id"]
+        assert workstation.wait_state(bobs, "RUNNING")["state"] == "RUNNING"
+
+        def victim() -> dict[str, Any] | None:
+            jobs = [workstation.job(job_id) for job_id in alices]
+            return next((job for job in jobs if job["preempted_count"] == 1), None)
+
+        preempted = wait_for(victim, timeout=15, what="one of alice's jobs preempted")
+        assert preempted["attempts"][0]["reason"].startswith(f"preempted by job {bobs} (tq-bob)")
+
+        # Back in the queue with one GPU each, alice's job waits: taking bob's would leave
+        # him with fewer than her.
+        def waits_plainly() -> bool:
+            job = workstation.job(preempted["id"])
+            return job["state"] == "PENDING" and job["pending_reason"] == (
+                "waiting for 1 GPU (0 free)"
+            )
+
+        wait_for(waits_plainly, timeout=15, what="alice's preempted job waiting for a GPU")
+        bob_job = workstation.job(bobs)
+        assert (bob_job["state"], bob_job["stop_reason"]) == ("RUNNING", None)
+        assert workstation.cli("health").returncode == 0

@@ -29,7 +29,12 @@ NOW = 1_700_000_000.0
 MIN_RUNTIME = 600.0
 UIDS = (1, 2, 3)
 # name: (weight, preemptible, may_preempt)
-CLASSES = {"low": (0, True, False), "normal": (5, False, False), "high": (10, False, True)}
+CLASSES = {
+    "low": (0, True, False),
+    "normal": (5, False, False),
+    "high": (10, False, True),
+    "shared": (0, True, True),  # preemptible, and may preempt (its own rank: for fair share)
+}
 
 EITHER = st.booleans()
 Situation = tuple[list[QueuedJob], list[RunningJob], Capacity, Limits, Sharing]
@@ -134,7 +139,7 @@ def situations(draw: st.DrawFn, fair: st.SearchStrategy[bool] = EITHER) -> Situa
         classes={"high": ClassLimits(draw(some_limit), draw(some_limit))},
     )
     usage = {uid: draw(st.floats(min_value=0, max_value=10 * LOOKAHEAD)) for uid in UIDS}
-    share = sharing(draw(fair), gpu_usage=usage)
+    share = sharing(draw(fair), gpu_usage=usage, share_preemption=draw(st.booleans()))
     cap = room(
         gpu_count, blocked=frozenset(blocked), drained=frozenset(drained), host_drained=host_drained
     )
@@ -195,16 +200,33 @@ def test_preemption_takes_only_what_it_may(situation: Situation) -> None:
     head = by_id[for_job]
     assert head.may_preempt
     assert for_job not in started(result)
-    assert result.waiting[for_job].kind == Wait.PREEMPTING
     victims = [running[p.victim] for p in result.preemptions]
     assert len({v.id for v in victims}) == len(victims)
+    # Each user's GPUs once the head runs: their running jobs that go on, and the starts.
+    owner = {j.id: j.owner_uid for j in queue}
+    after: Counter[int] = Counter()
+    for r in runs:
+        if not r.stopping and r not in victims:
+            after[r.owner_uid] += len(r.gpus)
+    for start in result.starts:
+        after[owner[start.job_id]] += len(start.gpus)
+    after[head.owner_uid] += head.gpus
     for victim in victims:
         assert victim.preemptible
         assert not victim.stopping
         assert victim.gpus
-        assert (victim.boost, victim.weight) < (head.boost, head.weight)
         assert victim.attempt_started is not None
         assert NOW - victim.attempt_started >= MIN_RUNTIME
+        if (victim.boost, victim.weight) == (head.boost, head.weight):
+            # Fair share's: the victim's owner keeps at least what the head's owner gets.
+            assert share.fair
+            assert share.share_preemption
+            assert victim.owner_uid != head.owner_uid
+            assert after[victim.owner_uid] >= after[head.owner_uid]
+        else:
+            assert (victim.boost, victim.weight) < (head.boost, head.weight)
+    lower = all((v.boost, v.weight) < (head.boost, head.weight) for v in victims)
+    assert result.waiting[for_job].kind == (Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE)
     # Together they let it start, and none of them is more than that needs. A job started
     # beside them that ends before they are gone (its time limit within their grace: a
     # backfill) gives its GPUs back in time.
@@ -354,3 +376,63 @@ def test_class_limits_hold_a_users_jobs_of_that_class() -> None:
     result = plan(jobs, [], room(4), limits, NOW, sharing=sharing())
     assert sorted(started(result)) == [1, 3]
     assert render(result.waiting[2]) == "held: max_gpus_per_user of class high (1)"
+
+
+def test_fair_share_preempts_a_user_holding_more_than_the_waiting_users_share() -> None:
+    """User 1's four jobs hold the whole box; user 2's job of the same class waits."""
+    runs = [run(100 + n, 1, (n,), "shared", age=1000 + n) for n in range(4)]
+    waiting = [job(1, 2, 1, "shared")]
+    share = sharing(share_preemption=True)
+    result = plan(waiting, runs, room(4), Limits(), NOW, sharing=share)
+    assert [(p.victim, p.for_job) for p in result.preemptions] == [(100, 1)]  # least work lost
+    assert render(result.waiting[1]) == (
+        "preempting jobs of users over their share for 1 GPU (0 free)"
+    )
+    # Not without the setting, nor without fair share.
+    for off in (sharing(), sharing(fair=False, share_preemption=True)):
+        assert not plan(waiting, runs, room(4), Limits(), NOW, sharing=off).preemptions
+
+
+def test_fair_share_never_leaves_the_victims_owner_below_the_preemptor() -> None:
+    # User 1 holds 2, user 2 holds 1: taking one of user 1's would leave 1 against 2.
+    runs = [run(100, 1, (0,), "shared"), run(101, 1, (1,), "shared"), run(102, 2, (2,), "shared")]
+    share = sharing(share_preemption=True)
+    result = plan([job(1, 2, 1, "shared")], runs, room(3), Limits(), NOW, sharing=share)
+    assert not result.preemptions
+    # A 2-GPU job of a user holding none, beside a user holding 3 of 4 with 1 free: one
+    # victim is enough, and a second would leave its owner with 1 against 2.
+    runs = [run(100 + n, 1, (n,), "shared") for n in range(3)]
+    result = plan([job(1, 2, 2, "shared")], runs, room(4), Limits(), NOW, sharing=share)
+    assert len(result.preemptions) == 1
+    # Its own user's jobs are never taken for fair share.
+    result = plan([job(1, 1, 1, "shared")], runs, room(3), Limits(), NOW, sharing=share)
+    assert not result.preemptions
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=4), min_size=2, max_size=4))
+def test_two_users_never_preempt_each_other_in_turn(holdings: list[int]) -> None:
+    """Users hold GPUs with 1-GPU jobs on a full box and each has one waiting; carry out
+    whatever preemption the plan makes, start its job, and plan again: the victim's owner
+    never gets the GPU back by preempting in turn."""
+    runs: list[RunningJob] = []
+    for uid, count in enumerate(holdings, start=1):
+        runs += [run(100 * uid + n, uid, (len(runs),), "shared") for n in range(count)]
+    gpus = len(runs)
+    queue = [job(uid, uid, 1, "shared") for uid in range(1, len(holdings) + 1)]
+    share = sharing(share_preemption=True)
+    first = plan(queue, runs, room(gpus), Limits(), NOW, sharing=share)
+    if not first.preemptions:
+        return
+    victims = {p.victim for p in first.preemptions}
+    head = first.preemptions[0].for_job
+    (freed,) = [r.gpus for r in runs if r.id in victims]
+    later = [r for r in runs if r.id not in victims]
+    later.append(run(1000 + head, head, freed, "shared"))
+    rest = [j for j in queue if j.id != head]
+    second = plan(rest, later, room(gpus), Limits(), NOW, sharing=share)
+    loser = next(r.owner_uid for r in runs if r.id in victims)
+    assert all(
+        not (p.for_job == loser and next(r for r in later if r.id == p.victim).owner_uid == head)
+        for p in second.preemptions
+    )

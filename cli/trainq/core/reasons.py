@@ -26,6 +26,8 @@ class Wait(StrEnum):
     HELD = "held"  # held by its owner or an admin until released
     DRAINED = "drained"  # an admin drained the host, or too many of its GPUs
     PREEMPTING = "preempting"  # running jobs of lower classes are being stopped for it
+    # running jobs of users holding more GPUs than its owner will are being stopped for it
+    PREEMPTING_SHARE = "preempting_share"
     SLURM = "slurm"  # handed to Slurm (backend = "slurm"), which has not started it yet
 
 
@@ -91,4 +93,8 @@ def render(reason: WaitReason) -> str:
         return f"queued in Slurm as job {reason.slurm_job}"
     if k == Wait.PREEMPTING:
         return f"preempting jobs of lower classes for {count_gpus(gpus)} ({reason.free} free)"
+    if k == Wait.PREEMPTING_SHARE:
+        return (
+            f"preempting jobs of users over their share for {count_gpus(gpus)} ({reason.free} free)"
+        )
     return "queued"
