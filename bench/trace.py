@@ -110,7 +110,7 @@ def rows(outcome: Outcome, names: list[str], window: float, heavy: str) -> dict[
         victims = sum(p.victims for p in made)
         out["jobs that preempted (victims)"] = f"{len(made)} ({victims})"
         by_name = {t: j for t, j in zip(names, jobs, strict=True)}
-        started = [by_name[p.job].started for p in made]
+        started = [by_name[p.job].start_after(p.decided) for p in made]
         from_submit = [s - by_name[p.job].submitted for s, p in zip(started, made, strict=True)]
         from_decision = [s - p.decided for s, p in zip(started, made, strict=True)]
         out["preempting submit to trainer running, s"] = _listed(from_submit)

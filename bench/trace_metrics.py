@@ -30,6 +30,11 @@ class Job:
     def started(self) -> float:
         return self.runs[0][0]
 
+    def start_after(self, t: float) -> float:
+        """The first trainer start at or after `t` (a job preempted before it preempted
+        others ran before it made room for itself)."""
+        return min(start for start, _ in self.runs if start >= t)
+
     @property
     def ended(self) -> float:
         return self.runs[-1][1]

@@ -7,11 +7,12 @@ that cannot start can skip planning (Scheduler.submitted).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from trainq.core.states import JobState
-from trainqd import planner
+from trainqd import classes, planner
 from trainqd.classes import JobClass
 from trainqd.gpus.base import GpuUsage
 from trainqd.launch import remaining_runtime, stop_grace
@@ -22,6 +23,51 @@ grace = stop_grace  # the planner's name for it: time a stopping job still holds
 
 
 IMPLICIT = (planner.DEFAULT_CLASS, JobClass())  # the class when none is configured
+
+
+def class_of(
+    job: JobRow, defined: Mapping[str, JobClass], default_class: str
+) -> tuple[str, JobClass]:
+    """The job's class, its name and definition."""
+    name = classes.class_of(job.spec.job_class, default_class)
+    # A class the administrator has since removed: the job is planned as a plain one.
+    return name, defined.get(name) or IMPLICIT[1]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The sharing policy's state as one plan sees it (policy.SharingPolicy.prepare): copies
+    taken on the event loop, so that `jobs` can run on a worker thread while the loop goes
+    on changing the originals."""
+
+    classes: Mapping[str, JobClass]
+    default_class: str
+    default_grace: float
+    deadlines: Mapping[int, float]  # running job -> when its time limit falls due
+    attempt_starts: Mapping[int, float]  # running job -> its attempt's start
+    stop_due: Mapping[int, float]  # preemption victims -> when their grace is over
+    settings: planner.Sharing
+
+    def jobs(
+        self, pending: Sequence[JobRow], active: Sequence[JobRow]
+    ) -> tuple[list[planner.QueuedJob], list[planner.RunningJob]]:
+        """The planner's queue and running jobs."""
+        grace = self.default_grace
+        queue = [
+            queued(job, grace, class_of(job, self.classes, self.default_class)) for job in pending
+        ]
+        running_jobs = [
+            running(
+                job,
+                self.deadlines.get(job.id),
+                grace,
+                class_of(job, self.classes, self.default_class),
+                attempt_started=self.attempt_starts.get(job.id),
+                stop_due=self.stop_due.get(job.id),
+            )
+            for job in active
+        ]
+        return queue, running_jobs
 
 
 def queued(

@@ -24,7 +24,8 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   work (GPU time since their attempt started), as few as let it start, and only if they
   do. GPUs already being freed by stopping jobs count first. With `share_preemption` (and
   fair share), jobs of the head's own rank may be taken too, from users who would still
-  hold at least as many GPUs as the head's owner then (choose_victims).
+  hold at least as many GPUs as the head's owner then (choose_victims); and a job behind
+  the head may take such GPUs as well, when it could then start as a backfill.
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
@@ -35,6 +36,7 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import Counter
@@ -326,6 +328,7 @@ def choose_victims(
     now: float,
     spared_users: set[int],
     held: Mapping[int, int] | None = None,
+    only_share: bool = False,
 ) -> list[RunningJob] | None:
     """The running jobs to preempt so that `job` can start, losing the least work; None
     when no such set exists. GPUs of jobs already stopping count first.
@@ -334,7 +337,9 @@ def choose_victims(
     `Sharing.share_preemption` asks), also of the job's own rank, as long as their owner
     keeps at least the GPUs the job's owner will hold: taking from a user who would then
     hold fewer would only turn the unfairness around, and the victim's owner could never
-    take them back under the same rule, so two users never preempt each other in turn."""
+    take them back under the same rule, so two users never preempt each other in turn.
+    `only_share`: jobs of the own rank alone (a job behind the head, which only fair share
+    may make room for)."""
     coming = free + sum(len(set(r.gpus) & usable) for r in running if r.stopping)
     if coming >= job.gpus:
         return []
@@ -347,7 +352,8 @@ def choose_victims(
 
     def allowed(r: RunningJob) -> bool:
         own_rank = (r.boost, r.weight)
-        return own_rank < rank or (own_rank == rank and spare.get(r.owner_uid, 0) > 0)
+        lower = own_rank < rank and not only_share
+        return lower or (own_rank == rank and spare.get(r.owner_uid, 0) > 0)
 
     candidates = [
         r
@@ -390,13 +396,18 @@ def choose_victims(
     return chosen
 
 
-def _held(pool: _Pool, running: Sequence[RunningJob]) -> Counter[int]:
+def _held(
+    pool: _Pool, running: Sequence[RunningJob], preempted: Mapping[int, QueuedJob]
+) -> Counter[int]:
     """Each user's GPUs as far as the plan has got: what their running jobs hold and go on
-    holding (not stopping), and what the plan has started for them so far."""
+    holding (not stopping, nor preempted by this plan), what the plan has started for them,
+    and what it has preempted for them (victim id -> the job it makes room for)."""
     held = Counter(pool.gpus_by_user)
     for r in running:
-        if r.stopping:
+        if r.stopping or r.id in preempted:
             held[r.owner_uid] -= len(r.gpus)
+    for job in {j.id: j for j in preempted.values()}.values():
+        held[job.owner_uid] += job.gpus
     return held
 
 
@@ -425,6 +436,8 @@ def plan(
     # Users one of whose GPU jobs, ahead of the head, waits for a per-user limit: preempting
     # their job would free that limit, and the freed GPUs could go to that job instead.
     limited: set[int] = set()
+    # Victims of this plan's preemptions -> the job each makes room for.
+    preempted: dict[int, QueuedJob] = {}
 
     undrained = len(set(capacity.gpus) - capacity.drained)
     share_preemption = sharing.fair and sharing.share_preemption
@@ -497,10 +510,11 @@ def plan(
                         sharing=sharing,
                         now=now,
                         spared_users=limited,
-                        held=_held(pool, running) if share_preemption else None,
+                        held=_held(pool, running, preempted) if share_preemption else None,
                     )
                 if victims is not None:
                     preemptions.extend(Preemption(v.id, job.id) for v in victims)
+                    preempted.update((v.id, job) for v in victims)
                     stopping = [r for r in running if r.stopping or r in victims]
                     freed = sum(len(set(r.gpus) & usable) for r in stopping)
                     # The head starts once its victims (and other stopping jobs) are gone.
@@ -513,6 +527,35 @@ def plan(
                 if not math.isinf(head.time):
                     # A job past its expected end is still stopping: "now", not the past.
                     expected = max(head.time, now)
+            elif share_preemption and job.may_preempt:
+                # Behind the head, fair share may still make room for a job, from users over
+                # their share, when the job could then start as a backfill: ending before
+                # the head's reservation, or within its spare.
+                done_in_time = end <= head.time and not math.isinf(end)
+                fits = done_in_time or job.gpus <= head.spare
+                soon = _reserve(job, pool).time <= now + sharing.preempt_after
+                victims = None
+                if fits and not soon:
+                    # Its victims alone must make the room: the free GPUs and those being
+                    # freed may go to jobs before it (the head first) or to later backfills.
+                    victims = choose_victims(
+                        job,
+                        free=0,
+                        running=[r for r in running if r.id not in preempted and not r.stopping],
+                        usable=usable,
+                        sharing=sharing,
+                        now=now,
+                        spared_users=limited,
+                        held=_held(pool, running, preempted),
+                        only_share=True,
+                    )
+                if victims:
+                    preemptions.extend(Preemption(v.id, job.id) for v in victims)
+                    preempted.update((v.id, job) for v in victims)
+                    if not done_in_time:  # it will hold them past the head's start
+                        head = dataclasses.replace(head, spare=head.spare - job.gpus)
+                    waiting[job.id] = WaitReason(Wait.PREEMPTING_SHARE, gpus=job.gpus, free=free)
+                    continue
             waiting[job.id] = WaitReason(
                 Wait.GPUS, gpus=job.gpus, free=free, foreign=foreign or None, until=expected
             )

@@ -95,41 +95,32 @@ class SharingPolicy:
     # -- the planner's inputs ----------------------------------------------------------
 
     def class_of(self, job: JobRow) -> tuple[str, JobClass]:
-        name = classes.class_of(job.spec.job_class, self._config.default_class)
-        # A class the administrator has since removed: the job is planned as a plain one.
-        return name, self.classes.get(name) or plan_inputs.IMPLICIT[1]
+        return plan_inputs.class_of(job, self.classes, self._config.default_class)
 
-    def inputs(
-        self,
-        pending: Sequence[JobRow],
-        active: Sequence[JobRow],
-        deadlines: Mapping[int, float],
-        now: float,
-    ) -> tuple[list[planner.QueuedJob], list[planner.RunningJob], planner.Sharing]:
-        grace = self._config.default_stop_grace_seconds
+    def prepare(
+        self, active: Sequence[JobRow], deadlines: Mapping[int, float], now: float
+    ) -> plan_inputs.Snapshot:
+        """What the plan needs of the sharing state, read on the event loop (it reads the
+        store and the usage, which the loop changes): a frozen copy the plan may use on a
+        worker thread."""
         self._attempt_starts(active)
-        queue = [plan_inputs.queued(job, grace, self.class_of(job)) for job in pending]
-        running = [
-            plan_inputs.running(
-                job,
-                deadlines.get(job.id),
-                grace,
-                self.class_of(job),
-                attempt_started=self._starts.get(job.id),
-                stop_due=self.stop_due.get(job.id),
-            )
-            for job in active
-        ]
         usage = self.usage.usage(self._running(active, now), now)
-        sharing = planner.Sharing(
-            fair=self.usage.enabled,
-            gpu_usage=usage.gpu,
-            cpu_usage=usage.cpu,
-            preempt_after=self._config.preempt_after_seconds,
-            min_runtime=self._config.min_runtime_before_preemption_seconds,
-            share_preemption=self._config.preempt_for_fair_share,
+        return plan_inputs.Snapshot(
+            classes=self.classes,
+            default_class=self._config.default_class,
+            default_grace=self._config.default_stop_grace_seconds,
+            deadlines=dict(deadlines),
+            attempt_starts=dict(self._starts),
+            stop_due=dict(self.stop_due),
+            settings=planner.Sharing(
+                fair=self.usage.enabled,
+                gpu_usage=usage.gpu,
+                cpu_usage=usage.cpu,
+                preempt_after=self._config.preempt_after_seconds,
+                min_runtime=self._config.min_runtime_before_preemption_seconds,
+                share_preemption=self._config.preempt_for_fair_share,
+            ),
         )
-        return queue, running, sharing
 
     # -- acting on the plan ------------------------------------------------------------
 

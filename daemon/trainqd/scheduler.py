@@ -4,16 +4,21 @@
 It sleeps until something can change the plan: a submission, a stop, an attempt's end, a
 retry's backoff running out, or (only while jobs wait for GPUs) the slow GPU rescan that
 notices a foreign process leaving a GPU. Planning itself is `planner.plan`, a pure function;
-this module gathers its inputs and hands the plan's starts to the launcher. Its parts:
+this module gathers its inputs and hands the plan's starts to the launcher. A long queue is
+planned on a worker thread (`PlanRound`), so that planning thousands of jobs never holds the
+event loop; the plan's starts and preemptions are then carried out on the loop, each only
+if its job is still as it was planned. Its parts:
 launcher.py starts attempts, endings.py records their ends, stopping.py stops jobs,
 reconcile.py takes over live monitors at start-up. Time limits are the monitors' to enforce.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -43,6 +48,41 @@ from trainqd.watcher import MonitorWatcher, Watcher, WatcherFactory
 log = structlog.get_logger("trainqd.scheduler")
 
 USAGE_FRESH = 0.5  # seconds a reading of who holds the GPUs is reused for
+# Jobs (waiting and running) from which a plan is made on a worker thread: planning costs
+# about 4 microseconds a job, the trip to a thread about 100, so shorter queues are planned
+# at once, on the loop, in about a millisecond at most.
+PLAN_OFF_LOOP_AT = 256
+
+
+@dataclass(frozen=True)
+class PlanRound:
+    """One plan's inputs, gathered on the event loop: immutable rows and copies, so that
+    `plan` may run on a worker thread while the loop goes on."""
+
+    pending: list[JobRow]
+    active: list[JobRow]
+    capacity: planner.Capacity
+    limits: planner.Limits
+    sharing: plan_inputs.Snapshot
+    drains: frozenset[int]
+    now: float
+
+    def plan(self) -> planner.Plan:
+        queue, running = self.sharing.jobs(self.pending, self.active)
+        return planner.plan(
+            queue, running, self.capacity, self.limits, self.now, sharing=self.sharing.settings
+        )
+
+    @property
+    def large(self) -> bool:
+        return len(self.pending) + len(self.active) >= PLAN_OFF_LOOP_AT
+
+
+@dataclass(frozen=True)
+class _Handed:
+    """The queue went to Slurm; plan again at `wake_at` at the latest."""
+
+    wake_at: float | None
 
 
 class JobControl(Protocol):
@@ -191,7 +231,7 @@ class Scheduler:
                 task_status.started()
                 while True:
                     usage = await self._gpu_usage()
-                    wake_at = self.tick(time.time(), usage)
+                    wake_at = await self._plan_round(time.time(), usage)
                     delay = math.inf if wake_at is None else max(0.0, wake_at - time.time())
                     with anyio.move_on_after(delay):
                         await self._wake.wait()
@@ -212,43 +252,100 @@ class Scheduler:
 
     def tick(self, now: float, usage: list[GpuUsage] | None = None) -> float | None:
         """Record ends a full disk held back, plan, start; return when to plan again at the
-        latest."""
+        latest. All on the calling thread: the tests' way to plan once."""
+        if (handed := self._before_planning(now)) is not None:
+            return handed.wake_at
+        planned = self._gather(now, usage)
+        return self._carry_out(planned, planned.plan())
+
+    async def _plan_round(self, now: float, usage: list[GpuUsage] | None) -> float | None:
+        """`tick`, with a long queue's plan made on a worker thread."""
+        if (handed := self._before_planning(now)) is not None:
+            return handed.wake_at
+        planned = self._gather(now, usage)
+        if planned.large:
+            result = await anyio.to_thread.run_sync(planned.plan)
+        else:
+            result = planned.plan()
+        return self._carry_out(planned, result)
+
+    def _before_planning(self, now: float) -> _Handed | None:
+        """Record the ends a full disk held back; with Slurm, hand the queue over instead of
+        planning (Slurm plans), and say when to look again."""
         for end in self.unrecorded.due(now):
             self.ends.record(end.job_id, end.number, end.record)
         self._launch_retry_at = None
+        if self.slurm is None:
+            return None
+        self.waiting = {}
+        handoff = self.slurm.tick(now, self.store.jobs([JobState.PENDING]), self.waiting)
+        due = [d for d in (handoff, self.unrecorded.next_due()) if d is not None]
+        return _Handed(min(due) if due else None)
+
+    def _gather(self, now: float, usage: list[GpuUsage] | None) -> PlanRound:
         pending = self.store.jobs([JobState.PENDING])
-        if self.slurm is not None:  # Slurm plans; trainqd hands each job over
-            self.waiting = {}
-            handoff = self.slurm.tick(now, pending, self.waiting)
-            due = [d for d in (handoff, self.unrecorded.next_due()) if d is not None]
-            return min(due) if due else None
         active = self.store.jobs(list(ACTIVE))
+        drains = self.store.drains()
         capacity = plan_inputs.capacity(
             self.devices,
             active,
             usage if any(j.spec.gpus for j in pending) else None,
             self.config.cpu_slots,
             self.gpus.distance,
-            drains=self.store.drains(),
+            drains=drains,
         )
-        queue, running, sharing = self.policy.inputs(pending, active, self.deadlines, now)
-        result = planner.plan(queue, running, capacity, self.limits, now, sharing=sharing)
-        self.waiting = result.waiting
-        self.policy.planned(result, now)
-        for start in result.starts:
+        return PlanRound(
+            pending=pending,
+            active=active,
+            capacity=capacity,
+            limits=self.limits,
+            sharing=self.policy.prepare(active, self.deadlines, now),
+            drains=frozenset(drains),
+            now=now,
+        )
+
+    def _carry_out(self, planned: PlanRound, result: planner.Plan) -> float | None:
+        """Start the plan's jobs and stop its victims, on the event loop. A plan made on a
+        worker thread may be out of date: a job held, changed or stopped meanwhile is not
+        started, nor preempted for, and nothing starts if a drain changed; it is all
+        planned again at once."""
+        now = planned.now
+        planned_rows = {job.id: job for job in planned.pending}
+
+        def as_planned(job_id: int) -> bool:
+            return self.store.unfinished(job_id) is planned_rows[job_id]
+
+        drains_kept = frozenset(self.store.drains()) == planned.drains
+        starts = [s for s in result.starts if drains_kept and as_planned(s.job_id)]
+        preemptions = [p for p in result.preemptions if drains_kept and as_planned(p.for_job)]
+        if len(starts) < len(result.starts) or len(preemptions) < len(result.preemptions):
+            self.wake()
+        # Jobs queued while the plan was made keep the reasons `submitted_many` gave them.
+        queued_meanwhile = {
+            job_id: why
+            for job_id, why in self.waiting.items()
+            if job_id not in planned_rows and self._still_pending(job_id)
+        }
+        self.waiting = {**result.waiting, **queued_meanwhile}
+        self.policy.planned(dataclasses.replace(result, preemptions=preemptions), now)
+        for start in starts:
             try:
                 self.launcher.launch(start, time.time())
             except DiskFull:  # the job waits, PENDING, until its start can be recorded
                 log.warning("disk full: a job's start is put off", job_id=start.job_id)
                 self._launch_retry_at = now + FIRST_PAUSE
         self._left = plan_inputs.left_after(
-            capacity, result, pending, self.store.jobs(list(ACTIVE))
+            planned.capacity, result, planned.pending, self.store.jobs(list(ACTIVE))
         )
         candidates = [result.wake_at, self.unrecorded.next_due(), self._launch_retry_at]
-        if any(job.spec.gpus for job in pending) and self.devices:
+        if any(job.spec.gpus for job in planned.pending) and self.devices:
             candidates.append(now + self.config.gpu_rescan_seconds)
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _still_pending(self, job_id: int) -> bool:
+        job = self.store.unfinished(job_id)
+        return job is not None and job.state == JobState.PENDING
 
     def submitted(self, job: JobRow) -> None:
         """A new job is queued. A submission can start nothing but itself, and preempt only

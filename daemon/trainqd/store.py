@@ -269,6 +269,11 @@ class Store:
             return len(self._unfinished)
         return sum(1 for job in self._unfinished.values() if job.owner.uid == uid)
 
+    def unfinished(self, job_id: int) -> JobRow | None:
+        """The job's row if it has not ended (from memory; rows are replaced, never changed,
+        so the same object means an unchanged job), else None."""
+        return self._unfinished.get(job_id)
+
     def has(self, state: JobState) -> bool:
         return any(job.state == state for job in self._unfinished.values())
 

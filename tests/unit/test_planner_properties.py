@@ -196,49 +196,63 @@ def test_preemption_takes_only_what_it_may(situation: Situation) -> None:
         return
     by_id = {j.id: j for j in queue}
     running = {r.id: r for r in runs}
-    (for_job,) = {p.for_job for p in result.preemptions}  # one head per plan
-    head = by_id[for_job]
-    assert head.may_preempt
-    assert for_job not in started(result)
-    victims = [running[p.victim] for p in result.preemptions]
-    assert len({v.id for v in victims}) == len(victims)
-    # Each user's GPUs once the head runs: their running jobs that go on, and the starts.
+    assert len({p.victim for p in result.preemptions}) == len(result.preemptions)
+    all_victims = [running[p.victim] for p in result.preemptions]
+    # Each user's GPUs once the preempting jobs run: their running jobs that go on, the
+    # starts, and the preempting jobs.
     owner = {j.id: j.owner_uid for j in queue}
     after: Counter[int] = Counter()
     for r in runs:
-        if not r.stopping and r not in victims:
+        if not r.stopping and r not in all_victims:
             after[r.owner_uid] += len(r.gpus)
     for start in result.starts:
         after[owner[start.job_id]] += len(start.gpus)
-    after[head.owner_uid] += head.gpus
-    for victim in victims:
-        assert victim.preemptible
-        assert not victim.stopping
-        assert victim.gpus
-        assert victim.attempt_started is not None
-        assert NOW - victim.attempt_started >= MIN_RUNTIME
-        if (victim.boost, victim.weight) == (head.boost, head.weight):
-            # Fair share's: the victim's owner keeps at least what the head's owner gets.
-            assert share.fair
-            assert share.share_preemption
-            assert victim.owner_uid != head.owner_uid
-            assert after[victim.owner_uid] >= after[head.owner_uid]
-        else:
-            assert (victim.boost, victim.weight) < (head.boost, head.weight)
-    lower = all((v.boost, v.weight) < (head.boost, head.weight) for v in victims)
-    assert result.waiting[for_job].kind == (Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE)
-    # Together they let it start, and none of them is more than that needs. A job started
-    # beside them that ends before they are gone (its time limit within their grace: a
-    # backfill) gives its GPUs back in time.
-    gone_by = max(r.grace for r in runs if r.stopping or r in victims)
-    lasting = [s for s in result.starts if (by_id[s.job_id].runtime_limit or math.inf) > gone_by]
-    free = usable(cap) - {gpu for r in runs for gpu in r.gpus}
-    free -= {gpu for start in lasting for gpu in start.gpus}
-    stopping = {gpu for r in runs if r.stopping for gpu in r.gpus} & usable(cap)
-    freed = {gpu for v in victims for gpu in v.gpus} & usable(cap)
-    assert len(free | stopping | freed) >= head.gpus
-    for victim in victims:
-        assert len(free | stopping | (freed - set(victim.gpus))) < head.gpus
+    for for_job in {p.for_job for p in result.preemptions}:
+        after[by_id[for_job].owner_uid] += by_id[for_job].gpus
+    head_id = None if result.head_key is None else result.head_key[-1]
+    for for_job in {p.for_job for p in result.preemptions}:
+        job = by_id[for_job]
+        victims = [running[p.victim] for p in result.preemptions if p.for_job == for_job]
+        assert job.may_preempt
+        assert for_job not in started(result)
+        for victim in victims:
+            assert victim.preemptible
+            assert not victim.stopping
+            assert victim.gpus
+            assert victim.attempt_started is not None
+            assert NOW - victim.attempt_started >= MIN_RUNTIME
+            if (victim.boost, victim.weight) == (job.boost, job.weight):
+                # Fair share's: the victim's owner keeps at least what the job's owner gets.
+                assert share.fair
+                assert share.share_preemption
+                assert victim.owner_uid != job.owner_uid
+                assert after[victim.owner_uid] >= after[job.owner_uid]
+            else:
+                assert for_job == head_id  # behind the head, only fair share preempts
+                assert (victim.boost, victim.weight) < (job.boost, job.weight)
+        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
+        kind = Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE
+        assert result.waiting[for_job].kind == kind
+        freed = {gpu for v in victims for gpu in v.gpus} & usable(cap)
+        if for_job != head_id:
+            # Behind the head: its victims alone make its room, and none is more than that.
+            assert len(freed) >= job.gpus
+            for victim in victims:
+                assert len(freed - set(victim.gpus)) < job.gpus
+            continue
+        # The head: together they let it start, and none of them is more than that needs. A
+        # job started beside them that ends before they are gone (its time limit within
+        # their grace: a backfill) gives its GPUs back in time.
+        gone_by = max(r.grace for r in runs if r.stopping or r in victims)
+        lasting = [
+            s for s in result.starts if (by_id[s.job_id].runtime_limit or math.inf) > gone_by
+        ]
+        free = usable(cap) - {gpu for r in runs for gpu in r.gpus}
+        free -= {gpu for start in lasting for gpu in start.gpus}
+        stopping = {gpu for r in runs if r.stopping for gpu in r.gpus} & usable(cap)
+        assert len(free | stopping | freed) >= job.gpus
+        for victim in victims:
+            assert len(free | stopping | (freed - set(victim.gpus))) < job.gpus
 
 
 @settings(max_examples=600, deadline=None)
@@ -413,8 +427,8 @@ def test_fair_share_never_leaves_the_victims_owner_below_the_preemptor() -> None
 @given(st.lists(st.integers(min_value=0, max_value=4), min_size=2, max_size=4))
 def test_two_users_never_preempt_each_other_in_turn(holdings: list[int]) -> None:
     """Users hold GPUs with 1-GPU jobs on a full box and each has one waiting; carry out
-    whatever preemption the plan makes, start its job, and plan again: the victim's owner
-    never gets the GPU back by preempting in turn."""
+    whatever preemptions the plan makes, start their jobs, and plan again: no victim's
+    owner gets a GPU back by preempting a job just started for another user."""
     runs: list[RunningJob] = []
     for uid, count in enumerate(holdings, start=1):
         runs += [run(100 * uid + n, uid, (len(runs),), "shared") for n in range(count)]
@@ -424,15 +438,34 @@ def test_two_users_never_preempt_each_other_in_turn(holdings: list[int]) -> None
     first = plan(queue, runs, room(gpus), Limits(), NOW, sharing=share)
     if not first.preemptions:
         return
-    victims = {p.victim for p in first.preemptions}
-    head = first.preemptions[0].for_job
-    (freed,) = [r.gpus for r in runs if r.id in victims]
-    later = [r for r in runs if r.id not in victims]
-    later.append(run(1000 + head, head, freed, "shared"))
-    rest = [j for j in queue if j.id != head]
+    by_id = {r.id: r for r in runs}
+    later = [r for r in runs if r.id not in {p.victim for p in first.preemptions}]
+    # Each preempting job (its id is its owner's uid) runs on its victim's GPU.
+    later += [
+        run(1000 + p.for_job, p.for_job, by_id[p.victim].gpus, "shared") for p in first.preemptions
+    ]
+    losers = {by_id[p.victim].owner_uid for p in first.preemptions}
+    rest = [j for j in queue if j.id not in {p.for_job for p in first.preemptions}]
     second = plan(rest, later, room(gpus), Limits(), NOW, sharing=share)
-    loser = next(r.owner_uid for r in runs if r.id in victims)
-    assert all(
-        not (p.for_job == loser and next(r for r in later if r.id == p.victim).owner_uid == head)
-        for p in second.preemptions
+    for p in second.preemptions:
+        assert not (p.for_job in losers and p.victim >= 1000)
+
+
+def test_fair_share_makes_room_behind_a_head_that_cannot_preempt() -> None:
+    """An 8-GPU head of user 3 waits for the box, which user 1 holds whole: user 2's short
+    job behind the head takes one of user 1's GPUs, as it ends before the head's
+    reservation; a job without a time limit would hold the GPU past it, and may not."""
+    runs = [run(100 + n, 1, (n,), "shared", expected_end=NOW + 900) for n in range(8)]
+    head = job(1, 3, 8, "shared")
+    short = job(2, 2, 1, "shared", runtime_limit=60.0)
+    share = sharing(share_preemption=True)
+    result = plan([head, short], runs, room(8), Limits(), NOW, sharing=share)
+    assert [p.for_job for p in result.preemptions] == [2]
+    assert result.waiting[1].kind == Wait.GPUS
+    assert render(result.waiting[2]) == (
+        "preempting jobs of users over their share for 1 GPU (0 free)"
     )
+    endless = job(2, 2, 1, "shared")
+    result = plan([head, endless], runs, room(8), Limits(), NOW, sharing=share)
+    assert not result.preemptions
+    assert result.waiting[2].kind == Wait.GPUS

@@ -64,6 +64,12 @@ def test_a_preempted_job_waits_again_until_it_resumes() -> None:
     assert job.gpu_seconds_in(0.0, 6.0) == 3.0
 
 
+def test_a_job_that_preempts_after_being_preempted_is_timed_from_its_own_start() -> None:
+    job = Job("a", 1, 0.0, ((0.0, 2.0), (5.0, 8.0)))
+    assert job.start_after(4.9) == 5.0
+    assert job.start_after(0.0) == 0.0
+
+
 def test_jain_index() -> None:
     assert jain([1.0, 1.0, 1.0]) == 1.0
     assert jain([1.0, 0.0]) == 0.5
