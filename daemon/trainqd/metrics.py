@@ -221,17 +221,17 @@ class Metrics:
         self._queued_at: dict[int, float] = {}  # job -> when it last became PENDING
         self._last_event = scheduler.store.last_event_id()
 
-    def scrape(self) -> bytes:
-        """The exposition of everything, counters brought up to the latest event first."""
-        self.follow_events()
+    async def scrape(self) -> bytes:
+        """The exposition of everything, counters brought up to the latest event first, a
+        batch per turn of the loop (a scrape just after a sweep has 10,000 to count)."""
+        await self._catch_up()
         return generate_latest(self.registry)
 
-    # -- events ----------------------------------------------------------------------------
+    async def _catch_up(self) -> None:
+        while self._follow_batch(FOLLOW_BATCH):
+            await anyio.lowlevel.checkpoint()
 
-    def follow_events(self) -> None:
-        """Count the events stored since the last call."""
-        while self._follow_batch():
-            pass
+    # -- events ----------------------------------------------------------------------------
 
     def _follow_batch(self, limit: int = 1000) -> bool:
         """Count up to `limit` events stored since the last call; whether there were any."""
@@ -274,8 +274,7 @@ class Metrics:
         while True:
             changed = notifier.changed()
             # A batch per turn of the loop: a sweep of 10,000 jobs is 10,000 events.
-            while self._follow_batch(FOLLOW_BATCH):
-                await anyio.lowlevel.checkpoint()
+            await self._catch_up()
             await changed.wait()
 
     # -- API timing ------------------------------------------------------------------------
@@ -299,7 +298,7 @@ class Metrics:
     # -- the endpoint ------------------------------------------------------------------------
 
     async def handle(self, request: Request) -> StreamResponse:
-        body = self.scrape()
+        body = await self.scrape()
 
         async def once() -> AsyncIterator[bytes]:
             yield body

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import h11
@@ -50,7 +50,7 @@ def bind_scrape_socket(text: str) -> socket.socket:
     return sock
 
 
-async def serve_scrapes(sock: socket.socket, exposition: Callable[[], bytes]) -> None:
+async def serve_scrapes(sock: socket.socket, exposition: Callable[[], Awaitable[bytes]]) -> None:
     """Serve scrapers on `sock` until cancelled."""
     limiter = anyio.CapacityLimiter(MAX_CONNECTIONS)
     listener = await SocketListener.from_socket(sock)
@@ -64,7 +64,7 @@ async def serve_scrapes(sock: socket.socket, exposition: Callable[[], bytes]) ->
         await listener.serve(handle)
 
 
-async def _answer(stream: SocketStream, exposition: Callable[[], bytes]) -> None:
+async def _answer(stream: SocketStream, exposition: Callable[[], Awaitable[bytes]]) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
     request: h11.Request | None = None
     with anyio.move_on_after(REQUEST_TIMEOUT):
@@ -88,7 +88,7 @@ async def _answer(stream: SocketStream, exposition: Callable[[], bytes]) -> None
     elif method not in ("GET", "HEAD"):
         status, body, kind = 405, b"read-only: GET /metrics\n", "text/plain"
     else:
-        status, body, kind = 200, exposition(), CONTENT_TYPE
+        status, body, kind = 200, await exposition(), CONTENT_TYPE
     headers = [
         ("content-type", kind),
         ("content-length", str(len(body))),

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.inprocess.test_scheduler import running
+from tests.inprocess.test_scheduler import World, running
 from trainq.core.reasons import Wait
 from trainq.core.states import JobState
 from trainqd import planner, scheduler
@@ -59,6 +59,18 @@ async def until(condition: Any, what: str) -> None:
         await anyio.sleep(0.005)
 
 
+async def left_waiting(world: World, job_id: int, kind: Wait) -> None:
+    """The job was not started, and the next plan says it waits for `kind`."""
+
+    def said() -> bool:
+        why = world.scheduler.waiting.get(job_id)
+        return why is not None and why.kind == kind
+
+    await until(said, f"job {job_id} to wait: {kind}")
+    assert world.state(job_id) == JobState.PENDING
+    assert job_id not in world.watcher.launches
+
+
 async def test_a_job_held_while_the_plan_was_made_is_not_started(
     tmp_path: Path, held_plans: HeldPlans
 ) -> None:
@@ -72,15 +84,7 @@ async def test_a_job_held_while_the_plan_was_made_is_not_started(
         held_plans.go.set()
         await until(lambda: world.state(first) == JobState.RUNNING, "the first job to start")
         # The held job was left out, and planned again at once: held, and said so.
-        await until(
-            lambda: (
-                second in world.scheduler.waiting
-                and world.scheduler.waiting[second].kind == Wait.HELD
-            ),
-            "the held job's reason",
-        )
-        assert world.state(second) == JobState.PENDING
-        assert second not in world.watcher.launches
+        await left_waiting(world, second, Wait.HELD)
 
 
 async def test_a_drain_while_the_plan_was_made_starts_nothing(
@@ -91,14 +95,7 @@ async def test_a_drain_while_the_plan_was_made_starts_nothing(
         await held_plans.wait_entered()
         await world.call("POST", "/v1/drain", {"gpus": [0, 1], "reason": "maintenance"})
         held_plans.go.set()
-        await until(
-            lambda: (
-                job in world.scheduler.waiting and world.scheduler.waiting[job].kind == Wait.DRAINED
-            ),
-            "the job to wait for the drain",
-        )
-        assert world.state(job) == JobState.PENDING
-        assert job not in world.watcher.launches
+        await left_waiting(world, job, Wait.DRAINED)
 
 
 async def test_a_job_queued_while_the_plan_was_made_keeps_its_reason(
