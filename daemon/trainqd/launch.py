@@ -73,7 +73,7 @@ def _file_channels(
         FileChannel(
             name=name,
             source=ch.source,
-            source_is_dir=ch.source in host.dir_sources,
+            source_is_dir=None if host.as_root else ch.source in host.dir_sources,
             view=view,
         )
         for name, ch in job.spec.channels.items()
@@ -94,22 +94,25 @@ class HostFacts:
 
     as_root: bool  # trainqd runs as root: the monitor binds and mounts for the job
     engine: engine.Engine | None  # the container engine found on the PATH (container jobs)
-    dir_sources: frozenset[str]  # File mode channel sources that are directories
+    # File mode channel sources that are directories; asked only when trainqd is not root,
+    # and so is the owner (a root trainqd leaves it to the monitor and the owner's rights).
+    dir_sources: frozenset[str]
     daemon_environment: Mapping[str, str]  # trainqd's own, for the engine client's
 
 
 def look_up(job: JobRow, settings: LaunchSettings) -> HostFacts:
     """InvalidSpec if a container job's engine is not installed."""
     spec = job.spec
+    as_root = os.geteuid() == 0
     return HostFacts(
-        as_root=os.geteuid() == 0,
+        as_root=as_root,
         engine=(
             None if spec.image is None else engine.find_engine(spec.engine, settings.default_engine)
         ),
         dir_sources=frozenset(
             ch.source
             for ch in spec.channels.values()
-            if ch.mode in FILE_MODES and os.path.isdir(ch.source)
+            if not as_root and ch.mode in FILE_MODES and os.path.isdir(ch.source)
         ),
         daemon_environment=dict(os.environ),
     )
@@ -238,7 +241,9 @@ def _container_launch(at: Attempt, launch: Callable[..., Launch]) -> BuiltLaunch
         if ch.mode not in FILE_MODES:
             continue
         target = f"{CONTAINER_BASE}/input/data/{name}"
-        if ch.source not in at.host.dir_sources:
+        # Staged, the channel is a directory whatever its source (mounts.py); unstaged, the
+        # engine binds a single file onto a file inside it.
+        if not staged and ch.source not in at.host.dir_sources:
             target += "/" + os.path.basename(ch.source.rstrip("/"))
         source = mounts.channel_source(attempt_dir, name) if staged else ch.source
         binds.append(engine.Mount(source, target, read_only=True))

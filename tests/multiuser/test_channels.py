@@ -153,3 +153,46 @@ def test_data_made_unreadable_after_submit_never_reaches_the_job(
             f"channel 'train': cannot read {data / 'b-private'}: Permission denied"
         )
     assert_never_leaked(workstation, token)
+
+
+def test_a_channel_repointed_after_submit_tells_nothing_of_what_it_now_names(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path
+) -> None:
+    """alice's channels are links of hers to her own data when she submits; before the
+    jobs start she points one at a directory and the other at a file of bob's, behind a
+    door closed to her. Both jobs' channels are laid out alike and both reads are refused:
+    nothing says which is a directory, as it would if root had looked at the paths."""
+    alice, bob = accounts.alice, accounts.bob
+    hidden = shared_dir / "bob"
+    hidden.mkdir(mode=0o700)
+    (hidden / "secret-dir").mkdir()
+    token = secret()
+    write(hidden / "secret-file", token, 0o644)
+    os.chown(hidden, bob.uid, bob.gid)
+    mine = shared_dir / "alice"
+    mine.mkdir()
+    write(mine / "rows", b"rows\n", 0o644, alice.uid, alice.gid)
+    blocker = workstation.submit(python_job("sleeper.py", gpus=4))
+    workstation.wait_state(blocker["id"], "RUNNING")
+    jobs = {}
+    for name, target in (("to-dir", "secret-dir"), ("to-file", "secret-file")):
+        link = shared_dir / name
+        link.symlink_to(mine)
+        os.lchown(link, alice.uid, alice.gid)
+        done = submit_probe(workstation, alice, shared_dir, link, "File", "--gpus", "1")
+        assert done.returncode == 0, done.stderr
+        jobs[name] = int(done.stdout)
+        link.unlink()  # what alice may do to her own link while the job waits
+        link.symlink_to(hidden / target)
+        os.lchown(link, alice.uid, alice.gid)
+    assert workstation.cli("stop", "--grace", "0", str(blocker["id"])).returncode == 0
+    for name, job_id in jobs.items():
+        job = workstation.wait_state(job_id)
+        assert job["state"] == "COMPLETED", job
+        channel = Path(job["job_dir"]) / "input" / "data" / "train"
+        assert channel.is_dir()
+        assert not channel.is_symlink()
+        assert [p.name for p in channel.iterdir()] == [name]
+        assert probe(job) == {f"train/{name}": "EACCES"}
+    assert_never_leaked(workstation, token)
+    assert workstation.cli("health").returncode == 0

@@ -68,3 +68,27 @@ def test_a_subprocess_launch_has_the_time_limit_and_grace_it_was_given(tmp_path:
     assert built.launch.deadline == pytest.approx(1000.0 + 100 - 30.0)
     assert built.launch.stop_grace_seconds == 5.0 == stop_grace(row, 30.0)
     assert stop_grace(job(), 30.0) == 30.0
+
+
+def test_a_root_trainqd_leaves_what_a_channel_is_to_the_owners_rights(tmp_path: Path) -> None:
+    """Root looks at no channel path: the monitor finds out as the owner, and a container
+    gets each staged channel as a directory whatever its source."""
+    row = job(
+        command=None,
+        image="docker.io/library/python:3.12",
+        channels={"train": {"source": "/data/weights.bin"}},
+    )
+    root = HostFacts(
+        as_root=True, engine=Engine("podman", "/usr/bin/podman"), dir_sources=frozenset(),
+        daemon_environment={},
+    )  # fmt: skip
+    built = build_launch(attempt(row, tmp_path, root), 5.0)
+    assert [c.source_is_dir for c in built.launch.file_channels] == [None]
+    mounts = [arg for arg in built.launch.argv if "target=/opt/ml/input/data/" in arg]
+    assert len(mounts) == 1
+    assert '"target=/opt/ml/input/data/train"' in mounts[0]
+    assert "weights.bin" not in mounts[0]
+    # As the owner (a personal trainqd), the file is mounted onto a file inside it.
+    mine = build_launch(attempt(row, tmp_path, facts(root.engine)), 5.0)
+    (own,) = [arg for arg in mine.launch.argv if "target=/opt/ml/input/data/" in arg]
+    assert "/opt/ml/input/data/train/weights.bin" in own

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 
 from trainq.core.layout import ML_DIRS
 from trainqd.monitor.records import FileChannel, Launch
@@ -35,21 +36,36 @@ def _write(path: str, text: str) -> None:
 
 
 def _file_channel(data_dir: str, channel: FileChannel) -> None:
+    """Runs as the owner: what the source is, when trainqd left it open, is what the owner
+    finds (`_is_dir`)."""
     path = os.path.join(data_dir, channel.name)
     _remove(path)
     base = os.path.basename(channel.source.rstrip("/"))
     if channel.view == "link":
-        if channel.source_is_dir:
+        if _is_dir(channel):
             os.symlink(channel.source, path)
         else:
             os.mkdir(path)
             os.symlink(channel.source, os.path.join(path, base))
     else:
         os.mkdir(path)
-        if not channel.source_is_dir:
-            # The engine mounts a single file onto a file.
+        # Staged (source_is_dir None) the engine mounts a directory onto it; unstaged, a
+        # single file onto a file.
+        if channel.source_is_dir is False:
             with open(os.path.join(path, base), "x"):
                 pass
+
+
+def _is_dir(channel: FileChannel) -> bool:
+    """Asked with the owner's rights. A source the owner cannot reach is laid out as a
+    file whatever it is, so the layout tells them nothing; the trainer then meets the
+    kernel's refusal when it reads, as with data closed to it after submit."""
+    if channel.source_is_dir is not None:
+        return channel.source_is_dir
+    try:
+        return stat.S_ISDIR(os.stat(channel.source).st_mode)
+    except OSError:
+        return False
 
 
 def prepare_ml_root(launch: Launch) -> None:

@@ -85,16 +85,17 @@ def stage(launch: Launch) -> None:
 
 
 def _stage_channel(attempt_dir: str, channel: FileChannel, fd: int) -> None:
-    is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-    if is_dir != channel.source_is_dir:
-        now = "a directory" if is_dir else "a file"
-        raise StagingFailed(
-            f"channel {channel.name}: {channel.source} is {now} now, not as submitted"
-        )
+    """The channel as a directory for the engine to mount: the source itself, or one that
+    holds a single file's bind. Whether the source is a directory is asked of the owner's
+    descriptor, never of root's view of the path."""
     target = channel_source(attempt_dir, channel.name)
-    if is_dir:
-        os.mkdir(target, 0o700)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.mkdir(target, 0o700)  # the source's own mode shows once it is bound on it
     else:
+        # A directory the trainer may enter and list (it holds the file alone), root's.
+        os.mkdir(target, 0o700)
+        os.chmod(target, 0o755)  # noqa: S103 (the owner must enter it; it holds one bind)
+        target = os.path.join(target, os.path.basename(channel.source.rstrip("/")))
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     bind(fd, target, read_only=True)
 
@@ -205,11 +206,23 @@ def release(attempt_dir: str) -> list[str]:
     targets = [os.path.join(top, ML)]
     with contextlib.suppress(OSError):  # no channels, or never staged
         targets += [os.path.join(top, CHANNELS, n) for n in os.listdir(os.path.join(top, CHANNELS))]
-    problems = []
+    problems: list[str] = []
     for target in targets:
-        try:
-            libc.umount(target, libc.MNT_DETACH)
-        except OSError as exc:
-            if exc.errno not in (errno.EINVAL, errno.ENOENT):  # not mounted, or never made
-                problems.append(f"cannot unmount {target}: {exc.strerror}")
+        if not _detach(target, problems) and target != targets[0]:
+            # Not a mount itself: a channel staged for a single file, whose bind is inside.
+            with contextlib.suppress(OSError):
+                for entry in os.listdir(target):
+                    _detach(os.path.join(target, entry), problems)
     return problems
+
+
+def _detach(target: str, problems: list[str]) -> bool:
+    """Whether `target` was a mount, now detached (a failure is noted in `problems`)."""
+    try:
+        libc.umount(target, libc.MNT_DETACH)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOENT):  # not mounted, or never made
+            problems.append(f"cannot unmount {target}: {exc.strerror}")
+            return True
+        return False
+    return True

@@ -69,10 +69,14 @@ class FileChannel:
 
     name: str
     source: str
-    source_is_dir: bool
+    # Whether the source is a directory, as trainqd found it when it runs as the owner; None
+    # when trainqd is root: root's answer would tell the owner what a path they may not read
+    # is, so the monitor finds out with the owner's rights (mlroot.py, mounts.py).
+    source_is_dir: bool | None
     # "link": input/data/<name> is a symlink to the source (a single file: a directory holding
     # one link), for subprocess trainers; "mountpoint": an empty directory (or file) that the
-    # container engine mounts the source over, read-only.
+    # container engine mounts the source over, read-only (a directory whenever the monitor
+    # stages the bind, which then holds a single file's bind itself).
     view: Literal["link", "mountpoint"]
 
 
