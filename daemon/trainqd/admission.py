@@ -18,7 +18,7 @@ from trainqd.classes import JobClass, class_of
 from trainqd.engine import EngineName, find_engine
 from trainqd.identity import account
 from trainqd.image_policy import check_image
-from trainqd.planner import DEFAULT_CLASS
+from trainqd.plan_types import DEFAULT_CLASS
 from trainqd.store import JobOwner
 
 

@@ -21,7 +21,7 @@ from trainq.core.paths import SYSTEM_CONFIG, default_daemon_socket, default_stat
 from trainq.core.spec import describe_validation_error
 from trainqd.classes import JobClass
 from trainqd.classes import check_name as check_class_name
-from trainqd.planner import DEFAULT_CLASS
+from trainqd.plan_types import DEFAULT_CLASS
 
 GPU_SPEC_RE = re.compile(r"^(auto|nvml|none|fake:[1-9][0-9]*|fake:/.+)$")
 # Linux's capabilities (capabilities(7)), the names `--cap-add` takes with or without CAP_.

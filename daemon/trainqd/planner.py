@@ -37,203 +37,56 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from trainq.core.reasons import Wait, WaitReason
+from trainqd.plan_order import (
+    LOOKAHEAD,
+    Lane,
+    QueueOrder,
+    committed,
+    expected_use,
+    queue_order,
+)
+from trainqd.plan_types import (
+    DEFAULT_CLASS,
+    Capacity,
+    ClassLimits,
+    Limits,
+    OrderKey,
+    Plan,
+    Preemption,
+    QueuedJob,
+    Reservation,
+    RunningJob,
+    Sharing,
+    Start,
+)
 from trainqd.topology import choose_gpus
+from trainqd.victims import choose_victims
 
-DEFAULT_CLASS = "default"
-# How far ahead a running (or just started) job's use counts in its owner's usage: enough
-# that a user's next job sorts behind other users' after one of theirs starts, and short
-# enough that a job with a long time limit does not count as used before it runs.
-LOOKAHEAD = 3600.0
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    id: int
-    priority: int
-    submitted_at: float
-    owner_uid: int
-    gpus: int
-    runtime_limit: float | None  # seconds it may run once started; None = no limit
-    not_before: float | None = None  # retry backoff: not startable before this time
-    held_by: str | None = None  # held by this user until released: never started
-    boost: int = 0  # an admin's raise above other users' work
-    job_class: str = DEFAULT_CLASS
-    weight: int = 0  # its class's order weight
-    may_preempt: bool = False  # its class may take GPUs from preemptible jobs
-
-
-@dataclass(frozen=True)
-class RunningJob:
-    id: int
-    owner_uid: int
-    gpus: tuple[int, ...]  # () for a CPU job, which holds a CPU slot
-    expected_end: float | None  # None = no time limit
-    job_class: str = DEFAULT_CLASS
-    boost: int = 0
-    weight: int = 0
-    preemptible: bool = False  # its class's jobs may be preempted
-    attempt_started: float | None = None  # when its current attempt started
-    stopping: bool = False  # being stopped: its GPUs come free within its grace
-    grace: float = 0.0  # how long a stop may take
-
-
-@dataclass(frozen=True)
-class Capacity:
-    gpus: tuple[int, ...]  # every GPU index trainq manages
-    blocked: frozenset[int]  # busy with a process trainq did not start: never handed out
-    cpu_slots: int  # concurrent jobs with gpus == 0
-    distance: Callable[[int, int], int]
-    drained: frozenset[int] = frozenset()  # take no new job; their running jobs go on
-    host_drained: bool = False  # nothing new starts at all
-
-
-@dataclass(frozen=True)
-class ClassLimits:
-    max_running_jobs_per_user: int = 0  # 0 = no limit
-    max_gpus_per_user: int = 0  # 0 = no limit
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_running_jobs_per_user: int = 0  # 0 = no limit
-    max_gpus_per_user: int = 0  # 0 = no limit
-    classes: Mapping[str, ClassLimits] = field(default_factory=dict)  # a class's own limits
-
-
-@dataclass(frozen=True)
-class Sharing:
-    """Fair share and preemption settings, and each user's recent usage."""
-
-    fair: bool = False  # order users by usage (off: boost, weight, priority, submit order)
-    gpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> decayed GPU-seconds
-    cpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> CPU-slot-seconds
-    preempt_after: float = 300.0  # preempt only when GPUs would not come free sooner
-    min_runtime: float = 600.0  # never preempt an attempt younger than this
-    # Also preempt jobs of the head's own rank, of users who would still hold at least as
-    # many GPUs as the head's owner then (with fair share only).
-    share_preemption: bool = False
-
-
-@dataclass(frozen=True)
-class Start:
-    job_id: int
-    gpus: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class Preemption:
-    victim: int  # the running job to stop and queue again
-    for_job: int  # the waiting job it makes room for
-
-
-@dataclass(frozen=True)
-class Plan:
-    starts: list[Start] = field(default_factory=list)
-    waiting: dict[int, WaitReason] = field(default_factory=dict)  # job id -> why it waits
-    wake_at: float | None = None  # plan again then: a held job becomes startable
-    preemptions: list[Preemption] = field(default_factory=list)
-    # The queue's job ids in order (`trainq ls`'s place); not part of the decision.
-    order: list[int] = field(default_factory=list, compare=False)
-    # The head's order key: a job submitted later that sorts after it cannot start before
-    # the next plan (Scheduler.submitted_many).
-    head_key: OrderKey | None = field(default=None, compare=False)
-    # Each user's GPU usage as the plan ended (running and started jobs' next hour
-    # counted): what the next plan begins with, less the little that passing time takes.
-    gpu_usage: dict[int, float] = field(default_factory=dict, compare=False)
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """What the head job is promised: `count` GPUs at `time` (math.inf: not foreseeable),
-    with `spare` more free then that later jobs may hold past `time`."""
-
-    job_id: int
-    count: int
-    time: float
-    spare: int
-
-
-OrderKey = tuple[int, int, float, int, float, int]
-
-
-def queue_order(job: QueuedJob, usage: float = 0.0) -> OrderKey:
-    """The sort key of a queued job whose owner has used `usage` (in its pool)."""
-    return (-job.boost, -job.weight, usage, -job.priority, job.submitted_at, job.id)
-
-
-def expected_use(slots: int, runtime_limit: float | None) -> float:
-    """What a job about to start counts in its owner's usage (slot-seconds)."""
-    return slots * min(LOOKAHEAD, LOOKAHEAD if runtime_limit is None else runtime_limit)
-
-
-def _committed(job: RunningJob, now: float) -> float:
-    """What a running job will still use of its LOOKAHEAD (slot-seconds)."""
-    elapsed = 0.0 if job.attempt_started is None else max(0.0, now - job.attempt_started)
-    left = LOOKAHEAD - elapsed
-    if job.expected_end is not None:
-        left = min(left, job.expected_end - now)
-    return max(1, len(job.gpus)) * max(0.0, left)
-
-
-Lane = tuple[int, bool]  # (owner uid, a GPU job): whose usage orders the job
-
-
-class _Order:
-    """The queue in order, as a k-way merge of each lane's jobs (sorted by their own key)
-    on the lanes' usage, which `charge` raises while the plan is built. Without fair share
-    (`usage` None) it is the queue sorted once."""
-
-    def __init__(self, queue: Sequence[QueuedJob], usage: dict[Lane, float] | None) -> None:
-        self.usage = usage
-        if usage is None:
-            self._sorted = sorted(queue, key=queue_order)
-            return
-        # Each lane's jobs with their keys less the usage, the first last (popped first).
-        lanes: dict[Lane, list[tuple[tuple[int, int, int, float, int], QueuedJob]]] = {}
-        for job in queue:
-            key = (-job.boost, -job.weight, -job.priority, job.submitted_at, job.id)
-            lanes.setdefault((job.owner_uid, job.gpus > 0), []).append((key, job))
-        for jobs in lanes.values():
-            jobs.sort(reverse=True)  # keys are unique (the id): jobs are never compared
-        self._lanes = lanes
-        self._heap = [self._entry(lane) for lane in self._lanes]
-        heapq.heapify(self._heap)
-
-    def _entry(self, lane: Lane) -> tuple[OrderKey, Lane]:
-        """The lane's next job's queue_order key, with the lane's usage now."""
-        assert self.usage is not None
-        (boost, weight, priority, submitted, job_id), _ = self._lanes[lane][-1]
-        return (boost, weight, self.usage.get(lane, 0.0), priority, submitted, job_id), lane
-
-    def used(self, job: QueuedJob) -> float:
-        return 0.0 if self.usage is None else self.usage.get((job.owner_uid, job.gpus > 0), 0.0)
-
-    def charge(self, job: QueuedJob, amount: float) -> None:
-        if self.usage is not None:
-            lane = (job.owner_uid, job.gpus > 0)
-            self.usage[lane] = self.usage.get(lane, 0.0) + amount
-
-    def __iter__(self) -> Iterator[QueuedJob]:
-        if self.usage is None:
-            yield from self._sorted
-            return
-        heap = self._heap
-        while heap:
-            lane = heap[0][1]
-            jobs = self._lanes[lane]
-            yield jobs.pop()[1]
-            # After the consumer has charged the job's owner, if it did.
-            if jobs:
-                heapq.heapreplace(heap, self._entry(lane))
-            else:
-                heapq.heappop(heap)
+# The planner's vocabulary, for the modules that give it inputs and read its plans.
+__all__ = [
+    "DEFAULT_CLASS",
+    "LOOKAHEAD",
+    "Capacity",
+    "ClassLimits",
+    "Limits",
+    "OrderKey",
+    "Plan",
+    "Preemption",
+    "QueuedJob",
+    "RunningJob",
+    "Sharing",
+    "Start",
+    "choose_victims",
+    "expected_use",
+    "plan",
+    "queue_order",
+]
 
 
 @dataclass
@@ -318,84 +171,6 @@ def _held_by_limits(job: QueuedJob, pool: _Pool, limits: Limits) -> WaitReason |
     return None
 
 
-def choose_victims(
-    job: QueuedJob,
-    *,
-    free: int,
-    running: Sequence[RunningJob],
-    usable: set[int],
-    sharing: Sharing,
-    now: float,
-    spared_users: set[int],
-    held: Mapping[int, int] | None = None,
-    only_share: bool = False,
-) -> list[RunningJob] | None:
-    """The running jobs to preempt so that `job` can start, losing the least work; None
-    when no such set exists. GPUs of jobs already stopping count first.
-
-    Victims are of a lower rank (boost, weight); with `held` (each user's GPUs, as
-    `Sharing.share_preemption` asks), also of the job's own rank, as long as their owner
-    keeps at least the GPUs the job's owner will hold: taking from a user who would then
-    hold fewer would only turn the unfairness around, and the victim's owner could never
-    take them back under the same rule, so two users never preempt each other in turn.
-    `only_share`: jobs of the own rank alone (a job behind the head, which only fair share
-    may make room for)."""
-    coming = free + sum(len(set(r.gpus) & usable) for r in running if r.stopping)
-    if coming >= job.gpus:
-        return []
-    rank = (job.boost, job.weight)
-    # What each other user may lose to fair share: down to the job's owner's GPUs then.
-    spare: dict[int, int] = {}
-    if held is not None:
-        after = held.get(job.owner_uid, 0) + job.gpus
-        spare = {uid: n - after for uid, n in held.items() if uid != job.owner_uid}
-
-    def allowed(r: RunningJob) -> bool:
-        own_rank = (r.boost, r.weight)
-        lower = own_rank < rank and not only_share
-        return lower or (own_rank == rank and spare.get(r.owner_uid, 0) > 0)
-
-    candidates = [
-        r
-        for r in running
-        if r.preemptible
-        and not r.stopping
-        and r.gpus
-        and allowed(r)
-        and r.owner_uid not in spared_users
-        and r.attempt_started is not None
-        and now - r.attempt_started >= sharing.min_runtime
-        and set(r.gpus) & usable
-    ]
-
-    # The least work lost first: GPU time since the attempt started (what a checkpoint
-    # taken when it started would not hold), then the youngest.
-    def lost(r: RunningJob) -> tuple[float, float, int]:
-        elapsed = now - (r.attempt_started or now)
-        return (elapsed * len(r.gpus), elapsed, r.id)
-
-    candidates.sort(key=lost)
-    chosen: list[RunningJob] = []
-    for victim in candidates:
-        if coming >= job.gpus:
-            break
-        if (victim.boost, victim.weight) == rank:
-            if spare[victim.owner_uid] < len(victim.gpus):
-                continue  # its owner would end with fewer GPUs than the job's
-            spare[victim.owner_uid] -= len(victim.gpus)
-        chosen.append(victim)
-        coming += len(set(victim.gpus) & usable)
-    if coming < job.gpus:
-        return None
-    # Drop any victim the others make unnecessary, the most work first.
-    for victim in reversed(list(chosen)):
-        without = coming - len(set(victim.gpus) & usable)
-        if without >= job.gpus:
-            chosen.remove(victim)
-            coming = without
-    return chosen
-
-
 def _held(
     pool: _Pool, running: Sequence[RunningJob], preempted: Mapping[int, QueuedJob]
 ) -> Counter[int]:
@@ -450,8 +225,8 @@ def plan(
             usage[uid, False] = used
         for r in running:
             lane = (r.owner_uid, bool(r.gpus))
-            usage[lane] = usage.get(lane, 0.0) + _committed(r, now)
-    ordered = _Order(queue, usage)
+            usage[lane] = usage.get(lane, 0.0) + committed(r, now)
+    ordered = QueueOrder(queue, usage)
 
     for job in ordered:
         order.append(job.id)

@@ -1,0 +1,121 @@
+"""What the planner (planner.py) is given and what it returns: plain frozen records, free
+of jobs' specs, rows and clocks (plan_inputs.py makes them from the store's rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from trainq.core.reasons import WaitReason
+
+DEFAULT_CLASS = "default"
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    id: int
+    priority: int
+    submitted_at: float
+    owner_uid: int
+    gpus: int
+    runtime_limit: float | None  # seconds it may run once started; None = no limit
+    not_before: float | None = None  # retry backoff: not startable before this time
+    held_by: str | None = None  # held by this user until released: never started
+    boost: int = 0  # an admin's raise above other users' work
+    job_class: str = DEFAULT_CLASS
+    weight: int = 0  # its class's order weight
+    may_preempt: bool = False  # its class may take GPUs from preemptible jobs
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    id: int
+    owner_uid: int
+    gpus: tuple[int, ...]  # () for a CPU job, which holds a CPU slot
+    expected_end: float | None  # None = no time limit
+    job_class: str = DEFAULT_CLASS
+    boost: int = 0
+    weight: int = 0
+    preemptible: bool = False  # its class's jobs may be preempted
+    attempt_started: float | None = None  # when its current attempt started
+    stopping: bool = False  # being stopped: its GPUs come free within its grace
+    grace: float = 0.0  # how long a stop may take
+
+
+@dataclass(frozen=True)
+class Capacity:
+    gpus: tuple[int, ...]  # every GPU index trainq manages
+    blocked: frozenset[int]  # busy with a process trainq did not start: never handed out
+    cpu_slots: int  # concurrent jobs with gpus == 0
+    distance: Callable[[int, int], int]
+    drained: frozenset[int] = frozenset()  # take no new job; their running jobs go on
+    host_drained: bool = False  # nothing new starts at all
+
+
+@dataclass(frozen=True)
+class ClassLimits:
+    max_running_jobs_per_user: int = 0  # 0 = no limit
+    max_gpus_per_user: int = 0  # 0 = no limit
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_running_jobs_per_user: int = 0  # 0 = no limit
+    max_gpus_per_user: int = 0  # 0 = no limit
+    classes: Mapping[str, ClassLimits] = field(default_factory=dict)  # a class's own limits
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Fair share and preemption settings, and each user's recent usage."""
+
+    fair: bool = False  # order users by usage (off: boost, weight, priority, submit order)
+    gpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> decayed GPU-seconds
+    cpu_usage: Mapping[int, float] = field(default_factory=dict)  # uid -> CPU-slot-seconds
+    preempt_after: float = 300.0  # preempt only when GPUs would not come free sooner
+    min_runtime: float = 600.0  # never preempt an attempt younger than this
+    # Also preempt jobs of the head's own rank, of users who would still hold at least as
+    # many GPUs as the head's owner then (with fair share only).
+    share_preemption: bool = False
+
+
+@dataclass(frozen=True)
+class Start:
+    job_id: int
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Preemption:
+    victim: int  # the running job to stop and queue again
+    for_job: int  # the waiting job it makes room for
+
+
+@dataclass(frozen=True)
+class Plan:
+    starts: list[Start] = field(default_factory=list)
+    waiting: dict[int, WaitReason] = field(default_factory=dict)  # job id -> why it waits
+    wake_at: float | None = None  # plan again then: a held job becomes startable
+    preemptions: list[Preemption] = field(default_factory=list)
+    # The queue's job ids in order (`trainq ls`'s place); not part of the decision.
+    order: list[int] = field(default_factory=list, compare=False)
+    # The head's order key: a job submitted later that sorts after it cannot start before
+    # the next plan (Scheduler.submitted_many).
+    head_key: OrderKey | None = field(default=None, compare=False)
+    # Each user's GPU usage as the plan ended (running and started jobs' next hour
+    # counted): what the next plan begins with, less the little that passing time takes.
+    gpu_usage: dict[int, float] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What the head job is promised: `count` GPUs at `time` (math.inf: not foreseeable),
+    with `spare` more free then that later jobs may hold past `time`."""
+
+    job_id: int
+    count: int
+    time: float
+    spare: int
+
+
+OrderKey = tuple[int, int, float, int, float, int]
