@@ -167,8 +167,17 @@ class Client:
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         headers = JSON_HEADERS if body is not None else {}
-        self.conn.request(method, path, body=body, headers=headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=body, headers=headers)
+            response = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # trainqd closes a connection idle past its keep-alive time (30 s): a GET, which
+            # changes nothing, is asked again on a new one.
+            if method != "GET":
+                raise
+            self.conn.close()
+            self.conn.request(method, path, body=body, headers=headers)
+            response = self.conn.getresponse()
         return response.status, response.read()
 
     def json(self, method: str, path: str, body: Any = None, expect: int = 200) -> Any:

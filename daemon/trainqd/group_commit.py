@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.lowlevel
 
+from trainqd import gc_tuning
 from trainqd.store import JobRow, NewJobs, Store
 
 # Loop turns a leader gives others to join its batch: it stops early on a turn in which
@@ -50,6 +51,7 @@ class GroupCommit:
         self._gathering = False
         self.batches = 0
         self.submissions = 0
+        self._unsettled = 0  # jobs queued since the last gc_tuning.settle
 
     async def submit(self, submission: NewJobs) -> list[JobRow]:
         """The submission's jobs once they are durable; the error that kept them out
@@ -87,6 +89,11 @@ class GroupCommit:
             results = [exc] * len(batch)
         self.batches += 1
         self.submissions += len(batch)
+        # Queued jobs live on until they end: every so many, out of the collector's way.
+        self._unsettled += sum(len(w.submission.specs) for w in batch)
+        if self._unsettled >= gc_tuning.SETTLE_EVERY:
+            gc_tuning.settle()
+            self._unsettled = 0
         for waiting, result in zip(batch, results, strict=True):
             waiting.result = result
             waiting.done.set()

@@ -26,7 +26,7 @@ import anyio
 import structlog
 
 from trainq.core import __version__
-from trainqd import cgroups, daemon_log, loop_lag, retention, sdnotify
+from trainqd import cgroups, daemon_log, gc_tuning, loop_lag, retention, sdnotify
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
 from trainqd.api.quotas import (
     descriptors_needed,
@@ -219,6 +219,7 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
                     serve, sock, router, limits=_server_limits(config), on_error=_log_api_error
                 )
             )
+            gc_tuning.settle(collect=True)  # the jobs loaded at start-up
             sdnotify.notify("READY=1", f"STATUS=serving on {config.socket}")
             log.info(
                 "trainqd ready",

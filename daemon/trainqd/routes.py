@@ -29,6 +29,7 @@ from trainq.core.wire import (
     UsageReport,
     UserList,
 )
+from trainqd import gc_tuning
 from trainqd.admission import HostFacts, admit, check_queue_room
 from trainqd.api.limits import ServerLimits
 from trainqd.api.openapi import build_openapi
@@ -246,7 +247,7 @@ class Api:
         group = self._group_id(request)
         body = request.model(StopRequest, allow_empty=True)
         members = self.store.unfinished_of_group(group)
-        stopped, not_allowed = self.control.stop_many(
+        stopped, not_allowed = await self.control.stop_many(
             members, request.caller.uid, body.grace_seconds
         )
         if not_allowed and not stopped:
@@ -280,6 +281,10 @@ class Api:
         place = self.control.place
 
         def build() -> bytes:
+            with gc_tuning.paused():
+                return page_of_records()
+
+        def page_of_records() -> bytes:
             page, total, more = self.store.page(states, user, after, limit, group)
             records = [
                 job_record(

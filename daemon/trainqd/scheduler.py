@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from trainq.core.errors import DiskFull
@@ -52,6 +53,8 @@ USAGE_FRESH = 0.5  # seconds a reading of who holds the GPUs is reused for
 # about 4 microseconds a job, the trip to a thread about 100, so shorter queues are planned
 # at once, on the loop, in about a millisecond at most.
 PLAN_OFF_LOOP_AT = 256
+# Jobs of a group stopped in one turn of the event loop: a few milliseconds of it each.
+STOP_BATCH = 250
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ class JobControl(Protocol):
 
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow: ...
 
-    def stop_many(
+    async def stop_many(
         self, jobs: Sequence[JobRow], uid: int, grace: float | None
     ) -> tuple[list[int], int]: ...
 
@@ -144,6 +147,8 @@ class Scheduler:
         self._wake = anyio.Event()
         self._watcher: Watcher | None = None
         self._usage: tuple[float, list[GpuUsage]] | None = None
+        # Jobs being stopped a batch at a time (`stop_many`): planned for no start meanwhile.
+        self._stopping_soon: set[int] = set()
         self._left = plan_inputs.NOTHING_LEFT  # what the last plan left; see `submitted`
         self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
         self._launch_retry_at: float | None = None  # a launch the full disk refused
@@ -284,6 +289,8 @@ class Scheduler:
 
     def _gather(self, now: float, usage: list[GpuUsage] | None) -> PlanRound:
         pending = self.store.jobs([JobState.PENDING])
+        if self._stopping_soon:
+            pending = [job for job in pending if job.id not in self._stopping_soon]
         active = self.store.jobs(list(ACTIVE))
         drains = self.store.drains()
         capacity = plan_inputs.capacity(
@@ -313,7 +320,8 @@ class Scheduler:
         planned_rows = {job.id: job for job in planned.pending}
 
         def as_planned(job_id: int) -> bool:
-            return self.store.unfinished(job_id) is planned_rows[job_id]
+            unchanged = self.store.unfinished(job_id) is planned_rows[job_id]
+            return unchanged and job_id not in self._stopping_soon
 
         drains_kept = frozenset(self.store.drains()) == planned.drains
         starts = [s for s in result.starts if drains_kept and as_planned(s.job_id)]
@@ -378,10 +386,26 @@ class Scheduler:
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow:
         return self.stopping.stop(job_id, uid, grace)
 
-    def stop_many(
+    async def stop_many(
         self, jobs: Sequence[JobRow], uid: int, grace: float | None
     ) -> tuple[list[int], int]:
-        return self.stopping.stop_many(jobs, uid, grace)
+        """Stop a group's jobs (Stopping.stop_many) a batch per turn of the event loop, so
+        that 10,000 of them never hold it for long; none of them starts meanwhile."""
+        ids = {job.id for job in jobs}
+        self._stopping_soon |= ids
+        stopped: list[int] = []
+        not_allowed = 0
+        try:
+            for first in range(0, len(jobs), STOP_BATCH):
+                batch = jobs[first : first + STOP_BATCH]
+                done, refused = self.stopping.stop_many(batch, uid, grace)
+                stopped += done
+                not_allowed += refused
+                await anyio.lowlevel.checkpoint()
+        finally:
+            self._stopping_soon -= ids
+            self.wake()
+        return sorted(stopped), not_allowed
 
     def place(self, job_id: int) -> int | None:
         return self.policy.place(job_id)

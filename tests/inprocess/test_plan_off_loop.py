@@ -4,6 +4,7 @@ changed meanwhile is not started on the strength of that plan (scheduler.PlanRou
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,12 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.inprocess.test_scheduler import World, running
+from tests.inprocess.test_scheduler import ME, OWNER, World, running
 from trainq.core.reasons import Wait
+from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd import planner, scheduler
+from trainqd.store import NewJobs
 
 pytestmark = pytest.mark.asyncio
 
@@ -119,3 +122,23 @@ async def test_a_job_queued_while_the_plan_was_made_keeps_its_reason(
         await until(lambda: world.scheduler.waiting is not before, "the plan to be carried out")
         assert world.scheduler.waiting[later].kind == Wait.GPUS
         assert world.scheduler.waiting[head].kind == Wait.GPUS
+
+
+async def test_a_group_stopped_a_batch_at_a_time_starts_none_of_its_jobs_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's stop yields the loop between batches, where the scheduler plans (on the
+    loop, small queues): the group's jobs still queued are not for it to start."""
+    monkeypatch.setattr(scheduler, "STOP_BATCH", 10)
+    async with running(tmp_path) as world:
+        specs = [JobSpec(command=["true"], gpus=1) for _ in range(60)]
+        # Queued behind the scheduler's back: no plan has seen them when the stop begins.
+        (jobs,) = world.store.submit_batches([NewJobs(specs, OWNER, grouped=True)], time.time())
+        assert isinstance(jobs, list)
+        stopped, not_allowed = await world.scheduler.stop_many(jobs, ME.uid, 0.0)
+        assert (len(stopped), not_allowed) == (60, 0)
+        assert world.watcher.launches == {}
+        assert {world.state(job.id) for job in jobs} == {JobState.STOPPED}
+        # The GPUs are anyone else's at once.
+        other = world.submit(gpus=2)
+        await until(lambda: world.state(other) == JobState.RUNNING, "another job to start")
