@@ -292,8 +292,16 @@ def test_an_unexpected_answer_is_one_line_not_a_traceback(
 # --- real processes: Ctrl-C and a reader that goes away ---
 
 
+# `python -m trainq`, with Ctrl-C as at a terminal even where these tests run with SIGINT
+# ignored (a shell's background job), which the child would inherit and keep.
+INTERRUPTIBLE_TRAINQ = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'trainq'; runpy.run_module('trainq', run_name='__main__', alter_sys=True)"
+)
+
+
 def trainq_process(stub: ApiStub, *argv: str, **popen: Any) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "trainq", "--socket", stub.socket_path, *argv]
+    command = [sys.executable, "-c", INTERRUPTIBLE_TRAINQ, "--socket", stub.socket_path, *argv]
     return subprocess.Popen(command, stderr=subprocess.PIPE, **popen)
 
 

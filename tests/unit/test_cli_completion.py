@@ -69,8 +69,10 @@ def test_no_daemon_completes_nothing_quietly(tmp_path: Path) -> None:
 
 
 def test_the_completion_script() -> None:
+    # As a user runs it: from bash, which is how typer (shellingham) knows the shell (a
+    # second command keeps bash from exec'ing trainq in its own place).
     done = subprocess.run(
-        [TRAINQ, "--show-completion", "bash"],
+        ["bash", "-c", f"{TRAINQ} --show-completion; exit $?"],
         capture_output=True,
         text=True,
         timeout=30,
