@@ -3,6 +3,8 @@ of jobs' specs, rows and clocks (plan_inputs.py makes them from the store's rows
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -116,6 +118,24 @@ class Reservation:
     count: int
     time: float
     spare: int
+
+    def ends_before(self, end: float) -> bool:
+        """Whether a job ending at `end` is gone by the reservation's time. A job without a
+        time limit never ends "before" anything, even a reservation that cannot be
+        foreseen."""
+        return end <= self.time and not math.isinf(end)
+
+    def admits(self, gpus: int, end: float) -> bool:
+        """Whether a later job may run beside it (backfill) without delaying its job: it
+        ends before the reservation's time, or fits in the spare."""
+        return self.ends_before(end) or gpus <= self.spare
+
+    def beside(self, gpus: int, end: float) -> Reservation:
+        """The reservation once such a job runs: GPUs still held at its time come off the
+        spare."""
+        if self.ends_before(end):
+            return self
+        return dataclasses.replace(self, spare=self.spare - gpus)
 
 
 OrderKey = tuple[int, int, float, int, float, int]

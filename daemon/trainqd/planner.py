@@ -36,7 +36,6 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -214,6 +213,10 @@ def plan(
     # Victims of this plan's preemptions -> the job each makes room for.
     preempted: dict[int, QueuedJob] = {}
 
+    def preempt(victims: Sequence[RunningJob], job: QueuedJob) -> None:
+        preemptions.extend(Preemption(v.id, job.id) for v in victims)
+        preempted.update((v.id, job) for v in victims)
+
     undrained = len(set(capacity.gpus) - capacity.drained)
     share_preemption = sharing.fair and sharing.share_preemption
     usage: dict[Lane, float] | None = None
@@ -288,8 +291,7 @@ def plan(
                         held=_held(pool, running, preempted) if share_preemption else None,
                     )
                 if victims is not None:
-                    preemptions.extend(Preemption(v.id, job.id) for v in victims)
-                    preempted.update((v.id, job) for v in victims)
+                    preempt(victims, job)
                     stopping = [r for r in running if r.stopping or r in victims]
                     freed = sum(len(set(r.gpus) & usable) for r in stopping)
                     # The head starts once its victims (and other stopping jobs) are gone.
@@ -306,11 +308,9 @@ def plan(
                 # Behind the head, fair share may still make room for a job, from users over
                 # their share, when the job could then start as a backfill: ending before
                 # the head's reservation, or within its spare.
-                done_in_time = end <= head.time and not math.isinf(end)
-                fits = done_in_time or job.gpus <= head.spare
                 soon = _reserve(job, pool).time <= now + sharing.preempt_after
                 victims = None
-                if fits and not soon:
+                if head.admits(job.gpus, end) and not soon:
                     # Its victims alone must make the room: the free GPUs and those being
                     # freed may go to jobs before it (the head first) or to later backfills.
                     victims = choose_victims(
@@ -325,10 +325,8 @@ def plan(
                         only_share=True,
                     )
                 if victims:
-                    preemptions.extend(Preemption(v.id, job.id) for v in victims)
-                    preempted.update((v.id, job) for v in victims)
-                    if not done_in_time:  # it will hold them past the head's start
-                        head = dataclasses.replace(head, spare=head.spare - job.gpus)
+                    preempt(victims, job)
+                    head = head.beside(job.gpus, end)
                     waiting[job.id] = WaitReason(Wait.PREEMPTING_SHARE, gpus=job.gpus, free=free)
                     continue
             waiting[job.id] = WaitReason(
@@ -336,15 +334,10 @@ def plan(
             )
             continue
         if head is not None:
-            # A job without a time limit never ends "before" anything, even a reservation
-            # that cannot be foreseen: it must fit in the spare.
-            done_in_time = end <= head.time and not math.isinf(end)
-            if not done_in_time and job.gpus > head.spare:
+            if not head.admits(job.gpus, end):
                 waiting[job.id] = WaitReason(Wait.RESERVED, job_id=head.job_id)
                 continue
-            if not done_in_time:
-                # It will still hold its GPUs when the head starts: they come off the spare.
-                head = Reservation(head.job_id, head.count, head.time, head.spare - job.gpus)
+            head = head.beside(job.gpus, end)
         gpus = choose_gpus(pool.free_gpus, job.gpus, capacity.distance)
         assert gpus is not None  # there were enough free GPUs
         pool.take(job, gpus, end)
