@@ -19,7 +19,6 @@ attempt whose monitor vanished.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -89,12 +88,10 @@ def _stage_channel(attempt_dir: str, channel: FileChannel, fd: int) -> None:
     holds a single file's bind. Whether the source is a directory is asked of the owner's
     descriptor, never of root's view of the path."""
     target = channel_source(attempt_dir, channel.name)
-    if stat.S_ISDIR(os.fstat(fd).st_mode):
-        os.mkdir(target, 0o700)  # the source's own mode shows once it is bound on it
-    else:
-        # A directory the trainer may enter and list (it holds the file alone), root's.
-        os.mkdir(target, 0o700)
-        os.chmod(target, 0o755)  # noqa: S103 (the owner must enter it; it holds one bind)
+    os.mkdir(target, 0o700)  # a directory source's own mode shows once bound on it
+    if not stat.S_ISDIR(os.fstat(fd).st_mode):
+        # Root's directory holding the file alone: the trainer must enter and list it.
+        os.chmod(target, 0o755)  # noqa: S103
         target = os.path.join(target, os.path.basename(channel.source.rstrip("/")))
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     bind(fd, target, read_only=True)
@@ -203,26 +200,30 @@ def release(attempt_dir: str) -> list[str]:
     not be. Called by the monitor at the end and by trainqd for a vanished monitor's
     attempt: a second call finds nothing left to do."""
     top = staging_dir(attempt_dir)
-    targets = [os.path.join(top, ML)]
-    with contextlib.suppress(OSError):  # no channels, or never staged
-        targets += [os.path.join(top, CHANNELS, n) for n in os.listdir(os.path.join(top, CHANNELS))]
     problems: list[str] = []
-    for target in targets:
-        if not _detach(target, problems) and target != targets[0]:
-            # Not a mount itself: a channel staged for a single file, whose bind is inside.
-            with contextlib.suppress(OSError):
-                for entry in os.listdir(target):
-                    _detach(os.path.join(target, entry), problems)
+    _detach(os.path.join(top, ML), problems)
+    for channel in _entries(os.path.join(top, CHANNELS)):  # none: no channels, never staged
+        if not _detach(channel, problems):
+            # No mount itself: a channel staged for a single file, whose bind is inside.
+            for inside in _entries(channel):
+                _detach(inside, problems)
     return problems
 
 
+def _entries(directory: str) -> list[str]:
+    try:
+        return [os.path.join(directory, name) for name in os.listdir(directory)]
+    except OSError:
+        return []
+
+
 def _detach(target: str, problems: list[str]) -> bool:
-    """Whether `target` was a mount, now detached (a failure is noted in `problems`)."""
+    """Detach `target`; False when it is no mount at all (a failure is noted in
+    `problems`)."""
     try:
         libc.umount(target, libc.MNT_DETACH)
     except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOENT):  # not mounted, or never made
-            problems.append(f"cannot unmount {target}: {exc.strerror}")
-            return True
-        return False
+        if exc.errno in (errno.EINVAL, errno.ENOENT):  # not mounted, or never made
+            return False
+        problems.append(f"cannot unmount {target}: {exc.strerror}")
     return True
