@@ -182,7 +182,7 @@ def main() -> None:
             minutes = args.minute_limits
             runs: dict[str, Callable[..., Outcome]] = {}
             for mode in Mode:
-                if supported(mode):
+                if supported(mode, scaling):
                     runs[mode] = functools.partial(run_trainq, mode=mode, minutes=minutes)
                 else:
                     print(f"# this trainqd cannot run the {mode} mode: left out")

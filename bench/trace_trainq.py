@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -36,40 +37,35 @@ class Mode(StrEnum):
     CLASSES = "classes"  # the trace's qos as classes, lower ones preempted
 
 
-LABELS = {
-    Mode.FAIR: "trainq",
-    Mode.SHARE: "trainq, share preemption",
-    Mode.CLASSES: "trainq, qos classes",
-}
-
-# What each mode needs of trainqd's configuration.
-NEEDS = {
-    Mode.FAIR: (),
-    Mode.SHARE: ("classes", "preempt_for_fair_share"),
-    Mode.CLASSES: ("classes", "preempt_after_seconds", "min_runtime_before_preemption_seconds"),
-}
-
-
-def supported(mode: Mode) -> bool:
-    from trainqd.config import Config
-
-    return all(key in Config.model_fields for key in NEEDS[mode])
-
-
 # The trace's qos as trainq classes: best-effort work may be preempted, latency-sensitive
 # and guaranteed work may preempt it, and goes first (a job preempts only a lower class's);
 # Burstable stays in the default class, between the two. Within a class fair share orders
 # the users.
 CLASS_OF_QOS = {"BE": "besteffort", "LS": "latency", "Guaranteed": "latency"}
-TABLES = {
-    Mode.FAIR: "",
+
+
+@dataclass(frozen=True)
+class Setup:
+    label: str  # the system's name in the table
+    tables: str = ""  # trainqd's [classes.*] tables
+    preempts: bool = False  # preemption's spans of time, compressed as the trace is
+
+
+SETUPS = {
+    Mode.FAIR: Setup("trainq"),
     # One class whose jobs may preempt each other, for fair share only.
-    Mode.SHARE: """
+    Mode.SHARE: Setup(
+        "trainq, share preemption",
+        """
 [classes.default]
 preemptible = true
 may_preempt = true
 """,
-    Mode.CLASSES: """
+        preempts=True,
+    ),
+    Mode.CLASSES: Setup(
+        "trainq, qos classes",
+        """
 [classes.default]
 
 [classes.besteffort]
@@ -80,6 +76,8 @@ preemptible = true
 weight = 1
 may_preempt = true
 """,
+        preempts=True,
+    ),
 }
 
 
@@ -92,12 +90,20 @@ def trainq_config(scaling: Scaling, mode: Mode) -> dict[str, Any]:
         "default_stop_grace_seconds": GRACE,
         "fair_share_half_life_days": 7 / scaling.duration_scale,
     }
-    if mode != Mode.FAIR:
+    if SETUPS[mode].preempts:
         config["preempt_after_seconds"] = 300 / scaling.duration_scale
         config["min_runtime_before_preemption_seconds"] = 600 / scaling.duration_scale
     if mode == Mode.SHARE:
         config["preempt_for_fair_share"] = True
     return config
+
+
+def supported(mode: Mode, scaling: Scaling) -> bool:
+    """Whether this trainqd knows every setting the mode uses (an older tree may not)."""
+    from trainqd.config import Config
+
+    keys = set(trainq_config(scaling, mode)) | ({"classes"} if SETUPS[mode].tables else set())
+    return keys <= set(Config.model_fields)
 
 
 def trainq_spec(
@@ -179,10 +185,10 @@ def run_trainq(
     minutes: bool = False,
 ) -> Outcome:
     """trainq in one of its sharing modes (Mode)."""
-    system = LABELS[mode] + (", minute limits" if minutes else "")
+    system = SETUPS[mode].label + (", minute limits" if minutes else "")
     stamps = stamp_dir(base, system.replace(", ", "-").replace(" ", "-"))
     config = trainq_config(scaling, mode)
-    with running_daemon(f"fake:{GPUS}", tables=TABLES[mode], **config) as daemon:
+    with running_daemon(f"fake:{GPUS}", tables=SETUPS[mode].tables, **config) as daemon:
         warm_up(daemon)
         agents = {a.name: Agent(a, daemon.socket) for a in users}
         try:
