@@ -95,10 +95,11 @@ def rows(outcome: Outcome, names: list[str], window: float, heavy: str) -> dict[
     out["mean wait of GPU jobs, heavy user / light users, s"] = (
         f"{statistics.fmean(heavy_waits):.1f} / {statistics.fmean(light_waits):.1f}"
     )
-    for span in (window / 3, window, window * 2):
-        fair = fairness(jobs, GPUS, span)
+    for span, pooled in ((window / 3, False), (window, False), (window * 2, False), (window, True)):
+        fair = fairness(jobs, GPUS, span, pooled=pooled)
         index = "n/a" if math.isnan(fair.index) else f"{fair.index:.3f}"
-        out[f"Jain's index, {span:g} s windows (counted / all)"] = (
+        demand = ", demand pooled over the window" if pooled else ""
+        out[f"Jain's index, {span:g} s windows{demand} (counted / all)"] = (
             f"{index} ({fair.windows} / {fair.of})"
         )
     if outcome.preemptions is None:

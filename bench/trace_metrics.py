@@ -147,30 +147,48 @@ class Fairness:
     of: int  # windows in all
 
 
-def window_fairness(jobs: Sequence[Job], a: float, b: float, gpus: int) -> float | None:
+def window_fairness(
+    jobs: Sequence[Job], a: float, b: float, gpus: int, *, pooled: bool = False
+) -> float | None:
     """Jain's index over the users with backlog in [a, b) (a GPU job of theirs waited at
-    some moment of it), of each one's GPU-seconds there divided by their max-min fair share
-    of the window's GPU-seconds given every user's demand (the GPU-seconds their submitted,
-    unfinished jobs could have used). None with fewer than two such users."""
+    some moment of it), of each one's GPU-seconds there divided by their fair share of the
+    window's GPU-seconds. None with fewer than two such users.
+
+    A user's fair share is, at each moment, the max-min share of the GPUs given what every
+    user's submitted, unfinished jobs could use then, summed over the window: GPUs that
+    only one user wanted for a while are theirs for that while. `pooled`: the window's
+    demand is pooled instead (each user's GPU-seconds wanted anywhere in the window, shared
+    out once), which counts those GPUs against that user as if others had wanted them."""
     gpu_jobs = [j for j in jobs if j.gpus > 0 and j.alive_seconds_in(a, b) > 0]
-    mids = [(x + y) / 2 for x, y in _segments(gpu_jobs, a, b)]
-    backlog = {j.user for j in gpu_jobs if any(j.waiting_at(m) for m in mids)}
+    pieces = _segments(gpu_jobs, a, b)
+    backlog = {j.user for j in gpu_jobs for x, y in pieces if j.waiting_at((x + y) / 2)}
     if len(backlog) < 2:
         return None
-    demand: dict[str, float] = {}
     got: dict[str, float] = {}
     for job in gpu_jobs:
-        demand[job.user] = demand.get(job.user, 0.0) + job.gpus * job.alive_seconds_in(a, b)
         got[job.user] = got.get(job.user, 0.0) + job.gpu_seconds_in(a, b)
-    fair = water_fill(demand, gpus * (b - a))
+    fair: dict[str, float] = {}
+    if pooled:
+        demand: dict[str, float] = {}
+        for job in gpu_jobs:
+            demand[job.user] = demand.get(job.user, 0.0) + job.gpus * job.alive_seconds_in(a, b)
+        fair = water_fill(demand, gpus * (b - a))
+    else:
+        for x, y in pieces:
+            wanted: dict[str, float] = {}
+            for job in gpu_jobs:
+                if job.alive_seconds_in(x, y) > 0:
+                    wanted[job.user] = wanted.get(job.user, 0.0) + job.gpus
+            for user, share in water_fill(wanted, gpus).items():
+                fair[user] = fair.get(user, 0.0) + share * (y - x)
     return jain([got[u] / fair[u] for u in sorted(backlog)])
 
 
-def fairness(jobs: Sequence[Job], gpus: int, window: float) -> Fairness:
+def fairness(jobs: Sequence[Job], gpus: int, window: float, *, pooled: bool = False) -> Fairness:
     """`window_fairness` over consecutive windows from the first submit to the last end."""
     start = min(j.submitted for j in jobs)
     count = max(1, math.ceil(makespan(jobs) / window))
-    found = [window_fairness(jobs, start + i * window, start + (i + 1) * window, gpus)
-             for i in range(count)]  # fmt: skip
+    edges = [start + i * window for i in range(count + 1)]
+    found = [window_fairness(jobs, a, b, gpus, pooled=pooled) for a, b in itertools.pairwise(edges)]
     counted = [f for f in found if f is not None]
     return Fairness(statistics.fmean(counted) if counted else math.nan, len(counted), count)

@@ -112,6 +112,26 @@ def test_a_window_with_fewer_than_two_users_with_backlog_is_not_counted() -> Non
     assert window_fairness(FIFO, 10.0, 20.0, gpus=2) is None
 
 
+# Two GPUs, window 0-10: h alone wants GPUs until 5 and uses both; from 5, l wants two and
+# gets one, h keeps one; h's third job waits throughout.
+LATECOMER = [
+    Job("h", 1, 0.0, ((0.0, 10.0),)),
+    Job("h", 1, 0.0, ((0.0, 5.0),)),
+    Job("h", 1, 0.0, ((10.0, 20.0),)),
+    Job("l", 1, 5.0, ((5.0, 10.0),)),
+    Job("l", 1, 5.0, ((10.0, 15.0),)),
+]
+
+
+def test_gpus_only_one_user_wanted_for_a_while_are_theirs_for_that_while() -> None:
+    # Moment by moment: h's share is 2 GPUs for 0-5 and 1 for 5-10 (15), l's 1 for 5-10
+    # (5); each got exactly that.
+    assert window_fairness(LATECOMER, 0.0, 10.0, gpus=2) == pytest.approx(1.0)
+    # Pooled over the window, h wanted 25 GPU-seconds and l 10 of the 20: 10 each, so h's
+    # 15 counts as too much and l's 5 as too little: Jain(1.5, 0.5).
+    assert window_fairness(LATECOMER, 0.0, 10.0, gpus=2, pooled=True) == pytest.approx(0.8)
+
+
 def test_fairness_averages_the_windows_that_count() -> None:
     fifo = fairness(FIFO, gpus=2, window=10.0)
     assert (fifo.index, fifo.windows, fifo.of) == (0.5, 1, 2)
