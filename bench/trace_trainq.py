@@ -1,7 +1,7 @@
 """The trace benchmark on trainq: `trainqd --gpus fake:8` started as the other benchmarks
 start it (`common.running_daemon`), each user's jobs submitted through the HTTP API by a
 process of that user: with fair share alone, with fair share and preemption between users
-(`Mode.SHARE`), or with the trace's qos as classes."""
+(`Mode.SHARE`), also instead of drains (`Mode.DRAIN`), or with the trace's qos as classes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ GRACE = 2.0
 class Mode(StrEnum):
     FAIR = "trainq"  # fair share alone, one class, nothing preempted
     SHARE = "share"  # fair share, and a user over their share yields GPUs to one under it
+    DRAIN = "drain"  # as SHARE, and a short big job preempts smaller ones rather than wait
     CLASSES = "classes"  # the trace's qos as classes, lower ones preempted
 
 
@@ -49,19 +50,29 @@ class Setup:
     label: str  # the system's name in the table
     tables: str = ""  # trainqd's [classes.*] tables
     preempts: bool = False  # preemption's spans of time, compressed as the trace is
+    settings: tuple[str, ...] = ()  # trainqd's boolean settings it turns on
 
 
-SETUPS = {
-    Mode.FAIR: Setup("trainq"),
-    # One class whose jobs may preempt each other, for fair share only.
-    Mode.SHARE: Setup(
-        "trainq, share preemption",
-        """
+# One class whose jobs may preempt each other, for the reasons the settings give.
+ONE_PREEMPTIBLE_CLASS = """
 [classes.default]
 preemptible = true
 may_preempt = true
-""",
+"""
+
+SETUPS = {
+    Mode.FAIR: Setup("trainq"),
+    Mode.SHARE: Setup(
+        "trainq, share preemption",
+        ONE_PREEMPTIBLE_CLASS,
         preempts=True,
+        settings=("preempt_for_fair_share",),
+    ),
+    Mode.DRAIN: Setup(
+        "trainq, share and drain preemption",
+        ONE_PREEMPTIBLE_CLASS,
+        preempts=True,
+        settings=("preempt_for_fair_share", "preempt_rather_than_drain"),
     ),
     Mode.CLASSES: Setup(
         "trainq, qos classes",
@@ -93,8 +104,7 @@ def trainq_config(scaling: Scaling, mode: Mode) -> dict[str, Any]:
     if SETUPS[mode].preempts:
         config["preempt_after_seconds"] = 300 / scaling.duration_scale
         config["min_runtime_before_preemption_seconds"] = 600 / scaling.duration_scale
-    if mode == Mode.SHARE:
-        config["preempt_for_fair_share"] = True
+    config.update(dict.fromkeys(SETUPS[mode].settings, True))
     return config
 
 
