@@ -198,9 +198,13 @@ def supervised(daemon: Daemon, remove: Path | None = None) -> Iterator[Daemon]:
 
 
 @contextlib.contextmanager
-def running_daemon(**kw: Any) -> Iterator[Daemon]:
+def running_daemon(toml: str | None = None, **kw: Any) -> Iterator[Daemon]:
+    """A supervised trainqd in a scratch directory; `toml`: its whole config file."""
     base = scratch_dir()
-    with supervised(Daemon(base, **kw), remove=base) as daemon:
+    server = Daemon(base, **kw)
+    if toml is not None:
+        server.config_file.write_text(toml)
+    with supervised(server, remove=base) as daemon:
         yield daemon
 
 

@@ -46,6 +46,7 @@ class Snapshot:
     deadlines: Mapping[int, float]  # running job -> when its time limit falls due
     attempt_starts: Mapping[int, float]  # running job -> its attempt's start
     stop_due: Mapping[int, float]  # preemption victims -> when their grace is over
+    claims: frozenset[int]  # jobs that running jobs were just preempted for: first in line
     settings: planner.Sharing
 
     def jobs(
@@ -54,7 +55,13 @@ class Snapshot:
         """The planner's queue and running jobs."""
         grace = self.default_grace
         queue = [
-            queued(job, grace, class_of(job, self.classes, self.default_class)) for job in pending
+            queued(
+                job,
+                grace,
+                class_of(job, self.classes, self.default_class),
+                claiming=job.id in self.claims,
+            )
+            for job in pending
         ]
         running_jobs = [
             running(
@@ -71,7 +78,11 @@ class Snapshot:
 
 
 def queued(
-    job: JobRow, default_grace: float, job_class: tuple[str, JobClass] = IMPLICIT
+    job: JobRow,
+    default_grace: float,
+    job_class: tuple[str, JobClass] = IMPLICIT,
+    *,
+    claiming: bool = False,
 ) -> planner.QueuedJob:
     """`job_class`: the job's class, its name and definition (sharing.py resolves it)."""
     remaining = remaining_runtime(job)
@@ -92,6 +103,7 @@ def queued(
         job_class=name,
         weight=defined.weight,
         may_preempt=defined.may_preempt,
+        claiming=claiming,
     )
 
 

@@ -7,7 +7,8 @@ daemon can call it on every event and tests can replay any situation.
 
 The policy is a fair-share priority queue with EASY backfill and preemption:
 
-- Jobs are considered in order: an admin's boost first, then the class's weight, then the
+- Jobs are considered in order: a job that running jobs were just preempted for first (it
+  takes the GPUs they free), then an admin's boost, then the class's weight, then the
   owner's usage (fair share: the decayed GPU time, or CPU-slot time for CPU jobs, of their
   recent attempts, plus what their running jobs will use in the next hour), then the
   owner's own priority, then earlier submission, then id. A user's priority so orders only
@@ -26,6 +27,11 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   fair share), jobs of the head's own rank may be taken too, from users who would still
   hold at least as many GPUs as the head's owner then (choose_victims); and a job behind
   the head may take such GPUs as well, when it could then start as a backfill.
+  With `drain_preemption`, a head whose time limit ends before its reservation may take
+  smaller jobs of its own rank (with fair share, of users who have used at least as much
+  as its owner) rather than keep the free GPUs idle while the others drain: they wait less
+  than it would have, and as a job only ever yields to a bigger one this way, none can
+  take it back.
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
@@ -38,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainq.core.reasons import Wait, WaitReason
@@ -185,6 +191,41 @@ def _held(
     return held
 
 
+def _instead_of_drain(
+    job: QueuedJob, head: Reservation, ordered: QueueOrder, now: float
+) -> Callable[[RunningJob], bool] | None:
+    """Which running jobs of its own rank the head may take rather than wait for them to end
+    (`Sharing.drain_preemption`): None unless it would be done before its reservation, so
+    that they wait for less than it would have; then jobs smaller than it, so that none of
+    them can ever take it back this way; with fair share, of owners who have used at least
+    as much as its owner."""
+    if job.runtime_limit is None or now + job.runtime_limit >= head.time:
+        return None
+    usage, used = ordered.usage, ordered.used(job)
+
+    def smaller(r: RunningJob) -> bool:
+        heavier = usage is None or usage.get((r.owner_uid, True), 0.0) >= used
+        return len(r.gpus) < job.gpus and heavier
+
+    return smaller
+
+
+def _preempting(
+    job: QueuedJob,
+    victims: Sequence[RunningJob],
+    instead_of_drain: Callable[[RunningJob], bool] | None,
+) -> Wait:
+    """The waiting reason of a job whose victims are being stopped: by class, to avoid a
+    drain, or for fair share."""
+    rank = (job.boost, job.weight)
+    own = [v for v in victims if (v.boost, v.weight) == rank]
+    if not own:
+        return Wait.PREEMPTING
+    if instead_of_drain is not None and all(instead_of_drain(v) for v in own):
+        return Wait.PREEMPTING_DRAIN
+    return Wait.PREEMPTING_SHARE
+
+
 def plan(
     queue: Sequence[QueuedJob],
     running: Sequence[RunningJob],
@@ -279,7 +320,10 @@ def plan(
                 head_key = queue_order(job, ordered.used(job))
                 soon = head.time <= now + sharing.preempt_after
                 victims = None
+                instead_of_drain = None
                 if job.may_preempt and not soon:
+                    if sharing.drain_preemption:
+                        instead_of_drain = _instead_of_drain(job, head, ordered, now)
                     victims = choose_victims(
                         job,
                         free=free,
@@ -289,6 +333,7 @@ def plan(
                         now=now,
                         spared_users=limited,
                         held=_held(pool, running, preempted) if share_preemption else None,
+                        instead_of_drain=instead_of_drain,
                     )
                 if victims is not None:
                     preempt(victims, job)
@@ -297,8 +342,7 @@ def plan(
                     # The head starts once its victims (and other stopping jobs) are gone.
                     time = now + max((r.grace for r in stopping), default=0.0)
                     head = Reservation(job.id, job.gpus, time, max(0, free + freed - job.gpus))
-                    lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
-                    kind = Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE
+                    kind = _preempting(job, victims, instead_of_drain)
                     waiting[job.id] = WaitReason(kind, gpus=job.gpus, free=free)
                     continue
                 if not math.isinf(head.time):

@@ -27,6 +27,10 @@ from trainqd.store import AttemptRow, JobRow, Store
 
 log = structlog.get_logger("trainqd.policy")
 
+# How long after its victims' grace a job that preempted still goes first: time enough for
+# their exits to be recorded and the plan that starts it to run.
+CLAIM_SLACK = 30.0
+
 
 class SharingPolicy:
     def __init__(self, config: Config, store: Store, stopping: Stopping) -> None:
@@ -43,6 +47,10 @@ class SharingPolicy:
         # Victims asked to stop, and when their grace is over at the latest: the planner
         # counts their GPUs as coming free then, and none is preempted twice.
         self.stop_due: dict[int, float] = {}
+        # Jobs that running jobs were preempted for -> until when they go first in the queue
+        # (planner.QueuedJob.claiming): their victims' grace, and CLAIM_SLACK for the exits
+        # to be handled and the plan made that starts them.
+        self.claims: dict[int, float] = {}
         self._order: list[int] = []  # the last plan's queue, in order
         self._places: dict[int, int] | None = None
         self._starts: dict[int, float] = {}  # running job -> its attempt's start
@@ -104,6 +112,8 @@ class SharingPolicy:
         store and the usage, which the loop changes): a frozen copy the plan may use on a
         worker thread."""
         self._attempt_starts(active)
+        for job_id in [j for j, until in self.claims.items() if until <= now]:
+            del self.claims[job_id]
         usage = self.usage.usage(self._running(active, now), now)
         return plan_inputs.Snapshot(
             classes=self.classes,
@@ -112,6 +122,7 @@ class SharingPolicy:
             deadlines=dict(deadlines),
             attempt_starts=dict(self._starts),
             stop_due=dict(self.stop_due),
+            claims=frozenset(self.claims),
             settings=planner.Sharing(
                 fair=self.usage.enabled,
                 gpu_usage=usage.gpu,
@@ -119,6 +130,7 @@ class SharingPolicy:
                 preempt_after=self._config.preempt_after_seconds,
                 min_runtime=self._config.min_runtime_before_preemption_seconds,
                 share_preemption=self._config.preempt_for_fair_share,
+                drain_preemption=self._config.preempt_rather_than_drain,
             ),
         )
 
@@ -132,6 +144,8 @@ class SharingPolicy:
         self._order = [j for j in result.order if j not in started and j not in held]
         self._gpu_usage = result.gpu_usage
         self._places = None
+        for job_id in started:
+            self.claims.pop(job_id, None)
         for preemption in result.preemptions:
             if preemption.victim in self.stop_due:
                 continue
@@ -144,6 +158,8 @@ class SharingPolicy:
                 log.warning("disk full: a preemption is put off", job_id=preemption.victim)
                 continue
             self.stop_due[preemption.victim] = now + grace
+            claim = max(self.claims.get(preemption.for_job, 0.0), now + grace + CLAIM_SLACK)
+            self.claims[preemption.for_job] = claim
             log.info(
                 "preempted",
                 job_id=preemption.victim,
@@ -159,7 +175,7 @@ class SharingPolicy:
             return False
         weight = self.class_of(job)[1].weight
         usage = self._gpu_usage.get(job.owner.uid, 0.0)
-        key = (-job.boost, -weight, usage, -job.priority, job.created_at, job.id)
+        key = (0, -job.boost, -weight, usage, -job.priority, job.created_at, job.id)  # no claim
         return key > head
 
     def place(self, job_id: int) -> int | None:

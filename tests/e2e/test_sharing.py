@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, python_job, running_daemon, scratch_dir, supervised
+from tests.daemon import Daemon, python_job, running_daemon
 from tests.daemon import event_reasons as events
 from tests.helpers import wait_for
 
@@ -213,10 +213,7 @@ users = ["nobody"]
 
 
 def test_update_moves_a_job_between_classes_by_the_rules_of_submit() -> None:
-    base = scratch_dir()
-    daemon = Daemon(base, gpus="fake:1")
-    daemon.config_file.write_text(CLASSES)
-    with supervised(daemon, remove=base):
+    with running_daemon(CLASSES, gpus="fake:1") as daemon:
         blocker = daemon.submit(sleeper(1))["id"]
         daemon.wait_state(blocker, "RUNNING")
         job_id = str(daemon.submit({"command": ["true"], "gpus": 1})["id"])

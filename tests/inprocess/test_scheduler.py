@@ -402,3 +402,39 @@ async def test_a_users_stop_of_a_job_being_preempted_ends_it(tmp_path: Path) -> 
         await world.watcher.end(victim, Outcome.PREEMPTED, 0)
         job = world.store.get(victim)
         assert (job.state, job.preempted_count) == (JobState.STOPPED, 0)
+
+
+DRAINING = """
+preempt_after_seconds = 0
+min_runtime_before_preemption_seconds = 0
+default_stop_grace_seconds = 7
+preempt_rather_than_drain = true
+[classes.default]
+preemptible = true
+may_preempt = true
+"""
+
+
+async def test_the_gpus_freed_by_a_preemption_go_to_the_job_it_was_for(tmp_path: Path) -> None:
+    """Its victim, submitted earlier by the same user, would otherwise sort before it and
+    start again on the GPU it has just given up."""
+    async with running(tmp_path, config=DRAINING) as world:
+        victim = world.submit(gpus=1)
+        world.plan()
+        assert world.state(victim) == JobState.RUNNING
+        big = world.submit(gpus=2, max_runtime_seconds=60)
+        world.plan()
+        assert world.watcher.stops == [(victim, 7.0, "preempt")]
+        assert world.scheduler.waiting[big].kind == Wait.PREEMPTING_DRAIN
+        assert big in world.scheduler.policy.claims
+
+        await world.watcher.end(victim, Outcome.PREEMPTED, 0)
+        world.plan()
+        assert world.state(big) == JobState.RUNNING
+        assert world.state(victim) == JobState.PENDING
+        assert big not in world.scheduler.policy.claims
+        assert world.watcher.stops == [(victim, 7.0, "preempt")]  # none since
+
+        await world.watcher.end(big, Outcome.EXITED, 0)
+        world.plan()
+        assert world.state(victim) == JobState.RUNNING

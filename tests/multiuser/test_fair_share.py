@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, scratch_dir, supervised, trainer
+from tests.daemon import Daemon, running_daemon, trainer
 from tests.helpers import wait_for
 from tests.multiuser.accounts import ADMINS, Accounts
 from tests.multiuser.support import submit_as, trainq_as
@@ -32,10 +32,7 @@ groups = ["{ADMINS}"]
 
 @pytest.fixture
 def workstation(accounts: Accounts) -> Iterator[Daemon]:
-    base = scratch_dir()
-    server = Daemon(base, gpus="fake:1")
-    server.config_file.write_text(CONFIG)
-    with supervised(server, remove=base) as started:
+    with running_daemon(CONFIG, gpus="fake:1") as started:
         yield started
 
 
@@ -92,10 +89,7 @@ may_preempt = true
 
 def test_a_user_over_their_share_yields_a_gpu_once_and_not_back(accounts: Accounts) -> None:
     alice, bob = accounts.alice, accounts.bob
-    base = scratch_dir()
-    server = Daemon(base, gpus="fake:2")
-    server.config_file.write_text(SHARE_PREEMPTION)
-    with supervised(server, remove=base) as workstation:
+    with running_daemon(SHARE_PREEMPTION, gpus="fake:2") as workstation:
         alices = [submit_as(workstation, alice, sleeper())["id"] for _ in range(2)]
         for job_id in alices:
             workstation.wait_state(job_id, "RUNNING")

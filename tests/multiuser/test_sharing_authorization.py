@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, scratch_dir, supervised
+from tests.daemon import Daemon, running_daemon
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import http_as, trainq_as
 from tests.multiuser.test_authorization import one_line, start_sleeper
@@ -151,12 +151,8 @@ def test_rm_is_for_the_owner_and_admins(
 def test_a_class_is_changed_to_only_by_those_who_may_use_it(
     accounts: Accounts, shared_dir: Path
 ) -> None:
-    base = scratch_dir()
-    daemon = Daemon(base, gpus="fake:1")
-    daemon.config_file.write_text(
-        'admin_group = "tq-admins"\n[classes.default]\n[classes.staff]\nusers = ["tq-alice"]\n'
-    )
-    with supervised(daemon, remove=base):
+    config = 'admin_group = "tq-admins"\n[classes.default]\n[classes.staff]\nusers = ["tq-alice"]\n'
+    with running_daemon(config, gpus="fake:1") as daemon:
         blocker = start_sleeper(daemon, accounts.alice, shared_dir, "--gpus", "1")
         queued = trainq_as(
             daemon, accounts.bob, "submit", "--gpus", "1", "--", "true", cwd=shared_dir
