@@ -42,6 +42,7 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -210,20 +211,47 @@ def _instead_of_drain(
     return smaller
 
 
-def _preempting(
+def _head_victims(
     job: QueuedJob,
-    victims: Sequence[RunningJob],
-    instead_of_drain: Callable[[RunningJob], bool] | None,
-) -> Wait:
-    """The waiting reason of a job whose victims are being stopped: by class, to avoid a
-    drain, or for fair share."""
-    rank = (job.boost, job.weight)
-    own = [v for v in victims if (v.boost, v.weight) == rank]
-    if not own:
-        return Wait.PREEMPTING
-    if instead_of_drain is not None and all(instead_of_drain(v) for v in own):
-        return Wait.PREEMPTING_DRAIN
-    return Wait.PREEMPTING_SHARE
+    head: Reservation,
+    ordered: QueueOrder,
+    *,
+    free: int,
+    running: Sequence[RunningJob],
+    usable: set[int],
+    sharing: Sharing,
+    now: float,
+    spared_users: set[int],
+    held: Mapping[int, int] | None,
+) -> tuple[list[RunningJob], Wait] | None:
+    """The running jobs the head preempts and the reason it then waits with; None: none
+    let it start. First those it may take rather than wait for a drain (with lower classes'
+    jobs), else lower classes' and, with `held`, fair share's: never both in one set, so
+    that each rule's guarantee holds for all of its victims."""
+    choose = functools.partial(
+        choose_victims,
+        job,
+        free=free,
+        running=running,
+        usable=usable,
+        sharing=sharing,
+        now=now,
+        spared_users=spared_users,
+    )
+
+    def reason(victims: list[RunningJob], own_rank: Wait) -> tuple[list[RunningJob], Wait]:
+        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
+        return victims, Wait.PREEMPTING if lower else own_rank
+
+    instead_of_drain = (
+        _instead_of_drain(job, head, ordered, now) if sharing.drain_preemption else None
+    )
+    if instead_of_drain is not None:
+        victims = choose(instead_of_drain=instead_of_drain)
+        if victims is not None:
+            return reason(victims, Wait.PREEMPTING_DRAIN)
+    victims = choose(held=held)
+    return None if victims is None else reason(victims, Wait.PREEMPTING_SHARE)
 
 
 def plan(
@@ -320,12 +348,12 @@ def plan(
                 head_key = queue_order(job, ordered.used(job))
                 soon = head.time <= now + sharing.preempt_after
                 victims = None
-                instead_of_drain = None
+                chosen = None
                 if job.may_preempt and not soon:
-                    if sharing.drain_preemption:
-                        instead_of_drain = _instead_of_drain(job, head, ordered, now)
-                    victims = choose_victims(
+                    chosen = _head_victims(
                         job,
+                        head,
+                        ordered,
                         free=free,
                         running=running,
                         usable=usable,
@@ -333,16 +361,15 @@ def plan(
                         now=now,
                         spared_users=limited,
                         held=_held(pool, running, preempted) if share_preemption else None,
-                        instead_of_drain=instead_of_drain,
                     )
-                if victims is not None:
+                if chosen is not None:
+                    victims, kind = chosen
                     preempt(victims, job)
                     stopping = [r for r in running if r.stopping or r in victims]
                     freed = sum(len(set(r.gpus) & usable) for r in stopping)
                     # The head starts once its victims (and other stopping jobs) are gone.
                     time = now + max((r.grace for r in stopping), default=0.0)
                     head = Reservation(job.id, job.gpus, time, max(0, free + freed - job.gpus))
-                    kind = _preempting(job, victims, instead_of_drain)
                     waiting[job.id] = WaitReason(kind, gpus=job.gpus, free=free)
                     continue
                 if not math.isinf(head.time):

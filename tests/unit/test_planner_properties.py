@@ -88,24 +88,32 @@ def test_preemption_takes_only_what_it_may(situation: Situation) -> None:
         victims = [running[p.victim] for p in result.preemptions if p.for_job == for_job]
         assert job.may_preempt
         assert for_job not in started(result)
+        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
+        kind = result.waiting[for_job].kind
+        assert kind == Wait.PREEMPTING if lower else kind != Wait.PREEMPTING
         for victim in victims:
             assert victim.preemptible
             assert not victim.stopping
             assert victim.gpus
             assert victim.attempt_started is not None
             assert NOW - victim.attempt_started >= MIN_RUNTIME
-            if (victim.boost, victim.weight) == (job.boost, job.weight):
+            if (victim.boost, victim.weight) < (job.boost, job.weight):
+                assert for_job == head_id  # behind the head, only fair share preempts
+                continue
+            assert (victim.boost, victim.weight) == (job.boost, job.weight)
+            if kind == Wait.PREEMPTING_DRAIN:
+                # Instead of a drain (test_planner_drain.py): the head takes a smaller job.
+                assert share.drain_preemption
+                assert for_job == head_id
+                assert job.runtime_limit is not None
+                assert len(victim.gpus) < job.gpus
+            else:
                 # Fair share's: the victim's owner keeps at least what the job's owner gets.
+                assert kind == Wait.PREEMPTING_SHARE
                 assert share.fair
                 assert share.share_preemption
                 assert victim.owner_uid != job.owner_uid
                 assert after[victim.owner_uid] >= after[job.owner_uid]
-            else:
-                assert for_job == head_id  # behind the head, only fair share preempts
-                assert (victim.boost, victim.weight) < (job.boost, job.weight)
-        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
-        kind = Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE
-        assert result.waiting[for_job].kind == kind
         freed = {gpu for v in victims for gpu in v.gpus} & usable(cap)
         if for_job != head_id:
             # Behind the head: its victims alone make its room, and none is more than that.
