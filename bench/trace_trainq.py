@@ -1,7 +1,7 @@
 """The trace benchmark on trainq: `trainqd --gpus fake:8` started as the other benchmarks
 start it (`common.running_daemon`), each user's jobs submitted through the HTTP API by a
 process of that user: with fair share alone, with fair share and preemption between users
-(`Mode.SHARE`), also instead of drains (`Mode.DRAIN`), or with the trace's qos as classes."""
+(`Mode.SHARE`), or with the trace's qos as classes."""
 
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ GRACE = 2.0
 class Mode(StrEnum):
     FAIR = "trainq"  # fair share alone, one class, nothing preempted
     SHARE = "share"  # fair share, and a user over their share yields GPUs to one under it
-    DRAIN = "drain"  # as SHARE, and a short big job preempts smaller ones rather than wait
     CLASSES = "classes"  # the trace's qos as classes, lower ones preempted
 
 
@@ -67,12 +66,6 @@ SETUPS = {
         ONE_PREEMPTIBLE_CLASS,
         preempts=True,
         settings=("preempt_for_fair_share",),
-    ),
-    Mode.DRAIN: Setup(
-        "trainq, share and drain preemption",
-        ONE_PREEMPTIBLE_CLASS,
-        preempts=True,
-        settings=("preempt_for_fair_share", "preempt_rather_than_drain"),
     ),
     Mode.CLASSES: Setup(
         "trainq, qos classes",

@@ -1,5 +1,5 @@
 """A trainer that checkpoints on SIGTERM, preempted and resumed under a real trainqd
-(tests/e2e/test_preemption.py, test_drain_preemption.py)."""
+(tests/e2e/test_preemption.py)."""
 
 from __future__ import annotations
 

@@ -145,11 +145,6 @@ class Config(BaseModel):
     # With fair share, such a job may also preempt preemptible jobs of its own class rank,
     # of users who would still hold at least as many GPUs as its owner then.
     preempt_for_fair_share: bool = False
-    # Such a job, needing more GPUs than are free, may also preempt smaller preemptible jobs
-    # of its own class rank when its time limit ends before enough GPUs would come free:
-    # they wait for less than it would, and the free GPUs do not idle meanwhile (with fair
-    # share, only jobs of users who have used at least as much as its owner).
-    preempt_rather_than_drain: bool = False
 
     @field_validator("classes")
     @classmethod

@@ -46,7 +46,9 @@ class Snapshot:
     deadlines: Mapping[int, float]  # running job -> when its time limit falls due
     attempt_starts: Mapping[int, float]  # running job -> its attempt's start
     stop_due: Mapping[int, float]  # preemption victims -> when their grace is over
-    claims: frozenset[int]  # jobs that running jobs were just preempted for: first in line
+    # Jobs that running jobs were just preempted for, each with its row then: first within
+    # their rank while the row is the same (policy.SharingPolicy.claims).
+    claims: Mapping[int, JobRow]
     settings: planner.Sharing
 
     def jobs(
@@ -59,7 +61,7 @@ class Snapshot:
                 job,
                 grace,
                 class_of(job, self.classes, self.default_class),
-                claiming=job.id in self.claims,
+                claiming=self.claims.get(job.id) is job,
             )
             for job in pending
         ]

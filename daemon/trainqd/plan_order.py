@@ -1,5 +1,5 @@
-"""The order of the queue (planner.py): a job whose victims are being stopped first, then
-an admin's boost, the class's weight, the owner's fair-share usage, the owner's own
+"""The order of the queue (planner.py): an admin's boost, the class's weight, a job that
+running jobs were just preempted for, the owner's fair-share usage, the owner's own
 priority, submit time, id; and the usage a started or
 running job charges its owner while a plan is built, so that users' jobs interleave."""
 
@@ -18,7 +18,7 @@ LOOKAHEAD = 3600.0
 
 def queue_order(job: QueuedJob, usage: float = 0.0) -> OrderKey:
     """The sort key of a queued job whose owner has used `usage` (in its pool)."""
-    return (-job.claiming, -job.boost, -job.weight, usage, -job.priority, job.submitted_at, job.id)
+    return (-job.boost, -job.weight, -job.claiming, usage, -job.priority, job.submitted_at, job.id)
 
 
 def expected_use(slots: int, runtime_limit: float | None) -> float:
@@ -51,7 +51,7 @@ class QueueOrder:
         # Each lane's jobs with their keys less the usage, the first last (popped first).
         lanes: dict[Lane, list[tuple[tuple[int, int, int, int, float, int], QueuedJob]]] = {}
         for job in queue:
-            key = (-job.claiming, -job.boost, -job.weight, -job.priority, job.submitted_at, job.id)
+            key = (-job.boost, -job.weight, -job.claiming, -job.priority, job.submitted_at, job.id)
             lanes.setdefault((job.owner_uid, job.gpus > 0), []).append((key, job))
         for jobs in lanes.values():
             jobs.sort(reverse=True)  # keys are unique (the id): jobs are never compared
@@ -62,9 +62,9 @@ class QueueOrder:
     def _entry(self, lane: Lane) -> tuple[OrderKey, Lane]:
         """The lane's next job's queue_order key, with the lane's usage now."""
         assert self.usage is not None
-        (claiming, boost, weight, priority, submitted, job_id), _ = self._lanes[lane][-1]
+        (boost, weight, claiming, priority, submitted, job_id), _ = self._lanes[lane][-1]
         usage = self.usage.get(lane, 0.0)
-        return (claiming, boost, weight, usage, priority, submitted, job_id), lane
+        return (boost, weight, claiming, usage, priority, submitted, job_id), lane
 
     def used(self, job: QueuedJob) -> float:
         return 0.0 if self.usage is None else self.usage.get((job.owner_uid, job.gpus > 0), 0.0)

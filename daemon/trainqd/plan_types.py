@@ -27,8 +27,9 @@ class QueuedJob:
     job_class: str = DEFAULT_CLASS
     weight: int = 0  # its class's order weight
     may_preempt: bool = False  # its class may take GPUs from preemptible jobs
-    # Running jobs were just preempted for it: it goes first, so that the GPUs they free
-    # are its own and not taken again by a job before it, its victims included.
+    # Running jobs were just preempted for it: it goes first within its rank (boost, weight),
+    # so that the GPUs they free are its own and not taken again by a job of that rank
+    # before it, its victims included.
     claiming: bool = False
 
 
@@ -82,10 +83,6 @@ class Sharing:
     # Also preempt jobs of the head's own rank, of users who would still hold at least as
     # many GPUs as the head's owner then (with fair share only).
     share_preemption: bool = False
-    # Also preempt smaller jobs of the head's own rank when the head would end before it
-    # could otherwise start, rather than keep GPUs idle for it while the others drain (with
-    # fair share, only jobs of users who have used at least as much as its owner).
-    drain_preemption: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ daemon can call it on every event and tests can replay any situation.
 
 The policy is a fair-share priority queue with EASY backfill and preemption:
 
-- Jobs are considered in order: a job that running jobs were just preempted for first (it
-  takes the GPUs they free), then an admin's boost, then the class's weight, then the
+- Jobs are considered in order: an admin's boost first, then the class's weight, then a
+  job that running jobs were just preempted for (it takes the GPUs they free), then the
   owner's usage (fair share: the decayed GPU time, or CPU-slot time for CPU jobs, of their
   recent attempts, plus what their running jobs will use in the next hour), then the
   owner's own priority, then earlier submission, then id. A user's priority so orders only
@@ -27,11 +27,6 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   fair share), jobs of the head's own rank may be taken too, from users who would still
   hold at least as many GPUs as the head's owner then (choose_victims); and a job behind
   the head may take such GPUs as well, when it could then start as a backfill.
-  With `drain_preemption`, a head whose time limit ends before its reservation may take
-  smaller jobs of its own rank (with fair share, of users who have used at least as much
-  as its owner) rather than keep the free GPUs idle while the others drain: they wait less
-  than it would have, and as a job only ever yields to a bigger one this way, none can
-  take it back.
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
@@ -42,10 +37,9 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainq.core.reasons import Wait, WaitReason
@@ -192,68 +186,6 @@ def _held(
     return held
 
 
-def _instead_of_drain(
-    job: QueuedJob, head: Reservation, ordered: QueueOrder, now: float
-) -> Callable[[RunningJob], bool] | None:
-    """Which running jobs of its own rank the head may take rather than wait for them to end
-    (`Sharing.drain_preemption`): None unless it would be done before its reservation, so
-    that they wait for less than it would have; then jobs smaller than it, so that none of
-    them can ever take it back this way; with fair share, of owners who have used at least
-    as much as its owner."""
-    if job.runtime_limit is None or now + job.runtime_limit >= head.time:
-        return None
-    usage, used = ordered.usage, ordered.used(job)
-
-    def smaller(r: RunningJob) -> bool:
-        heavier = usage is None or usage.get((r.owner_uid, True), 0.0) >= used
-        return len(r.gpus) < job.gpus and heavier
-
-    return smaller
-
-
-def _head_victims(
-    job: QueuedJob,
-    head: Reservation,
-    ordered: QueueOrder,
-    *,
-    free: int,
-    running: Sequence[RunningJob],
-    usable: set[int],
-    sharing: Sharing,
-    now: float,
-    spared_users: set[int],
-    held: Mapping[int, int] | None,
-) -> tuple[list[RunningJob], Wait] | None:
-    """The running jobs the head preempts and the reason it then waits with; None: none
-    let it start. First those it may take rather than wait for a drain (with lower classes'
-    jobs), else lower classes' and, with `held`, fair share's: never both in one set, so
-    that each rule's guarantee holds for all of its victims."""
-    choose = functools.partial(
-        choose_victims,
-        job,
-        free=free,
-        running=running,
-        usable=usable,
-        sharing=sharing,
-        now=now,
-        spared_users=spared_users,
-    )
-
-    def reason(victims: list[RunningJob], own_rank: Wait) -> tuple[list[RunningJob], Wait]:
-        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
-        return victims, Wait.PREEMPTING if lower else own_rank
-
-    instead_of_drain = (
-        _instead_of_drain(job, head, ordered, now) if sharing.drain_preemption else None
-    )
-    if instead_of_drain is not None:
-        victims = choose(instead_of_drain=instead_of_drain)
-        if victims is not None:
-            return reason(victims, Wait.PREEMPTING_DRAIN)
-    victims = choose(held=held)
-    return None if victims is None else reason(victims, Wait.PREEMPTING_SHARE)
-
-
 def plan(
     queue: Sequence[QueuedJob],
     running: Sequence[RunningJob],
@@ -348,12 +280,9 @@ def plan(
                 head_key = queue_order(job, ordered.used(job))
                 soon = head.time <= now + sharing.preempt_after
                 victims = None
-                chosen = None
                 if job.may_preempt and not soon:
-                    chosen = _head_victims(
+                    victims = choose_victims(
                         job,
-                        head,
-                        ordered,
                         free=free,
                         running=running,
                         usable=usable,
@@ -362,14 +291,18 @@ def plan(
                         spared_users=limited,
                         held=_held(pool, running, preempted) if share_preemption else None,
                     )
-                if chosen is not None:
-                    victims, kind = chosen
+                if victims is not None:
                     preempt(victims, job)
                     stopping = [r for r in running if r.stopping or r in victims]
                     freed = sum(len(set(r.gpus) & usable) for r in stopping)
                     # The head starts once its victims (and other stopping jobs) are gone.
                     time = now + max((r.grace for r in stopping), default=0.0)
                     head = Reservation(job.id, job.gpus, time, max(0, free + freed - job.gpus))
+                    # What it waits for: its victims, or, once they are all stopping, the jobs
+                    # stopping (for it, as far as the plan can tell).
+                    rank = (job.boost, job.weight)
+                    lower = all((r.boost, r.weight) < rank for r in victims or stopping)
+                    kind = Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE
                     waiting[job.id] = WaitReason(kind, gpus=job.gpus, free=free)
                     continue
                 if not math.isinf(head.time):

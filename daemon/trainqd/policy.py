@@ -47,10 +47,12 @@ class SharingPolicy:
         # Victims asked to stop, and when their grace is over at the latest: the planner
         # counts their GPUs as coming free then, and none is preempted twice.
         self.stop_due: dict[int, float] = {}
-        # Jobs that running jobs were preempted for -> until when they go first in the queue
-        # (planner.QueuedJob.claiming): their victims' grace, and CLAIM_SLACK for the exits
-        # to be handled and the plan made that starts them.
-        self.claims: dict[int, float] = {}
+        # Jobs that running jobs were preempted for -> the job's row then and until when it
+        # goes first within its rank (planner.QueuedJob.claiming): the victims' grace, and
+        # CLAIM_SLACK for their exits to be recorded and the plan made that starts it. Any
+        # change to the job (held, updated, started, stopped) replaces its row and so ends
+        # the claim: it cannot be kept to jump the queue later.
+        self.claims: dict[int, tuple[JobRow, float]] = {}
         self._order: list[int] = []  # the last plan's queue, in order
         self._places: dict[int, int] | None = None
         self._starts: dict[int, float] = {}  # running job -> its attempt's start
@@ -112,7 +114,7 @@ class SharingPolicy:
         store and the usage, which the loop changes): a frozen copy the plan may use on a
         worker thread."""
         self._attempt_starts(active)
-        for job_id in [j for j, until in self.claims.items() if until <= now]:
+        for job_id in [j for j, (row, until) in self.claims.items() if until <= now]:
             del self.claims[job_id]
         usage = self.usage.usage(self._running(active, now), now)
         return plan_inputs.Snapshot(
@@ -122,7 +124,7 @@ class SharingPolicy:
             deadlines=dict(deadlines),
             attempt_starts=dict(self._starts),
             stop_due=dict(self.stop_due),
-            claims=frozenset(self.claims),
+            claims={job_id: row for job_id, (row, _) in self.claims.items()},
             settings=planner.Sharing(
                 fair=self.usage.enabled,
                 gpu_usage=usage.gpu,
@@ -130,7 +132,6 @@ class SharingPolicy:
                 preempt_after=self._config.preempt_after_seconds,
                 min_runtime=self._config.min_runtime_before_preemption_seconds,
                 share_preemption=self._config.preempt_for_fair_share,
-                drain_preemption=self._config.preempt_rather_than_drain,
             ),
         )
 
@@ -144,22 +145,20 @@ class SharingPolicy:
         self._order = [j for j in result.order if j not in started and j not in held]
         self._gpu_usage = result.gpu_usage
         self._places = None
-        for job_id in started:
-            self.claims.pop(job_id, None)
         for preemption in result.preemptions:
             if preemption.victim in self.stop_due:
                 continue
             try:
                 for_job = self._store.get(preemption.for_job)
-                grace = self._stopping.preempt(preemption.victim, for_job, now)
+                due = self._stopping.preempt(preemption.victim, for_job, now)
             except TransitionError:  # it ended meanwhile: its GPUs are free anyway
                 continue
             except DiskFull:  # the next plan asks again
                 log.warning("disk full: a preemption is put off", job_id=preemption.victim)
                 continue
-            self.stop_due[preemption.victim] = now + grace
-            claim = max(self.claims.get(preemption.for_job, 0.0), now + grace + CLAIM_SLACK)
-            self.claims[preemption.for_job] = claim
+            self.stop_due[preemption.victim] = due
+            _, until = self.claims.get(for_job.id, (for_job, 0.0))
+            self.claims[for_job.id] = (for_job, max(until, due + CLAIM_SLACK))
             log.info(
                 "preempted",
                 job_id=preemption.victim,
@@ -175,7 +174,7 @@ class SharingPolicy:
             return False
         weight = self.class_of(job)[1].weight
         usage = self._gpu_usage.get(job.owner.uid, 0.0)
-        key = (0, -job.boost, -weight, usage, -job.priority, job.created_at, job.id)  # no claim
+        key = (-job.boost, -weight, 0, usage, -job.priority, job.created_at, job.id)  # no claim
         return key > head
 
     def place(self, job_id: int) -> int | None:

@@ -1,11 +1,10 @@
 """Which running jobs a waiting job preempts (planner.py decides when it may): the least
 work lost, as few as make its room, of lower classes or, for fair share, of users who keep
-at least as many GPUs as its owner will hold, or smaller jobs it may take rather than wait
-for them to drain."""
+at least as many GPUs as its owner will hold."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from trainqd.plan_types import QueuedJob, RunningJob, Sharing
 
@@ -21,7 +20,6 @@ def choose_victims(
     spared_users: set[int],
     held: Mapping[int, int] | None = None,
     only_share: bool = False,
-    instead_of_drain: Callable[[RunningJob], bool] | None = None,
 ) -> list[RunningJob] | None:
     """The running jobs to preempt so that `job` can start, losing the least work; None
     when no such set exists. GPUs of jobs already stopping count first.
@@ -32,9 +30,7 @@ def choose_victims(
     hold fewer would only turn the unfairness around, and the victim's owner could never
     take them back under the same rule, so two users never preempt each other in turn.
     `only_share`: jobs of the own rank alone (a job behind the head, which only fair share
-    may make room for). `instead_of_drain`: which jobs of its own rank the job may also take
-    rather than wait for them to end (planner.py: smaller ones, when it is short); none of
-    them could take it back, as a job only ever yields to a bigger one this way."""
+    may make room for)."""
     coming = free + sum(len(set(r.gpus) & usable) for r in running if r.stopping)
     if coming >= job.gpus:
         return []
@@ -45,13 +41,10 @@ def choose_victims(
         after = held.get(job.owner_uid, 0) + job.gpus
         spare = {uid: n - after for uid, n in held.items() if uid != job.owner_uid}
 
-    def drained(r: RunningJob) -> bool:
-        return instead_of_drain is not None and instead_of_drain(r)
-
     def allowed(r: RunningJob) -> bool:
         own_rank = (r.boost, r.weight)
         lower = own_rank < rank and not only_share
-        return lower or (own_rank == rank and (spare.get(r.owner_uid, 0) > 0 or drained(r)))
+        return lower or (own_rank == rank and spare.get(r.owner_uid, 0) > 0)
 
     candidates = [
         r
@@ -77,7 +70,7 @@ def choose_victims(
     for victim in candidates:
         if coming >= job.gpus:
             break
-        if (victim.boost, victim.weight) == rank and not drained(victim):
+        if (victim.boost, victim.weight) == rank:
             if spare[victim.owner_uid] < len(victim.gpus):
                 continue  # its owner would end with fewer GPUs than the job's
             spare[victim.owner_uid] -= len(victim.gpus)

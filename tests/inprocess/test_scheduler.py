@@ -36,6 +36,7 @@ from trainqd.identity import account
 from trainqd.jobdir import JobDirs
 from trainqd.main import api_for
 from trainqd.monitor.records import ExitRecord, Launch
+from trainqd.policy import CLAIM_SLACK
 from trainqd.routes import Api
 from trainqd.scheduler import Scheduler
 from trainqd.store import JobOwner, Store
@@ -404,37 +405,31 @@ async def test_a_users_stop_of_a_job_being_preempted_ends_it(tmp_path: Path) -> 
         assert (job.state, job.preempted_count) == (JobState.STOPPED, 0)
 
 
-DRAINING = """
-preempt_after_seconds = 0
-min_runtime_before_preemption_seconds = 0
-default_stop_grace_seconds = 7
-preempt_rather_than_drain = true
-[classes.default]
-preemptible = true
-may_preempt = true
-"""
-
-
-async def test_the_gpus_freed_by_a_preemption_go_to_the_job_it_was_for(tmp_path: Path) -> None:
-    """Its victim, submitted earlier by the same user, would otherwise sort before it and
-    start again on the GPU it has just given up."""
-    async with running(tmp_path, config=DRAINING) as world:
-        victim = world.submit(gpus=1)
+async def test_the_job_preempted_for_goes_first_until_it_starts_or_changes(
+    tmp_path: Path,
+) -> None:
+    """Its claim on the victims' GPUs lasts their grace and CLAIM_SLACK, and ends with any
+    change to the job: a hold (or an update) cannot keep it to jump the queue later."""
+    async with running(tmp_path, config=PREEMPTING) as world:
+        policy = world.scheduler.policy
+        victim = world.submit(gpus=2)
         world.plan()
-        assert world.state(victim) == JobState.RUNNING
-        big = world.submit(gpus=2, max_runtime_seconds=60)
+        urgent = world.submit(gpus=1, job_class="high")
+        before = time.time()
         world.plan()
-        assert world.watcher.stops == [(victim, 7.0, "preempt")]
-        assert world.scheduler.waiting[big].kind == Wait.PREEMPTING_DRAIN
-        assert big in world.scheduler.policy.claims
+        row, until = policy.claims[urgent]
+        assert row is world.store.get(urgent)
+        # The victim's grace is 7 s: its stop is due then, the claim CLAIM_SLACK later.
+        assert before + 7 <= policy.stop_due[victim] <= time.time() + 7
+        assert until == policy.stop_due[victim] + CLAIM_SLACK
+        claiming = {j.id: j.claiming for j in policy.prepare([], {}, time.time()).jobs(
+            [world.store.get(urgent)], [])[0]}  # fmt: skip
+        assert claiming == {urgent: True}
 
-        await world.watcher.end(victim, Outcome.PREEMPTED, 0)
-        world.plan()
-        assert world.state(big) == JobState.RUNNING
-        assert world.state(victim) == JobState.PENDING
-        assert big not in world.scheduler.policy.claims
-        assert world.watcher.stops == [(victim, 7.0, "preempt")]  # none since
-
-        await world.watcher.end(big, Outcome.EXITED, 0)
-        world.plan()
-        assert world.state(victim) == JobState.RUNNING
+        world.store.set_hold(urgent, ME.user, time.time(), "held")
+        world.store.set_hold(urgent, None, time.time(), "released")
+        snapshot = policy.prepare([], {}, time.time())
+        assert not snapshot.jobs([world.store.get(urgent)], [])[0][0].claiming
+        # And it lapses: planned past its time, the claim is gone.
+        policy.prepare([], {}, until + 1)
+        assert urgent not in policy.claims

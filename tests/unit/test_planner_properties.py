@@ -1,12 +1,12 @@
 """The planner's sharing rules, as properties over generated situations: fair share between
 users, classes, preemption, holds and drains (planner.py). tests/unit/test_planner.py has
-the plain queue's examples and properties, test_planner_drain.py preemption instead of a
-drain."""
+the plain queue's examples and properties."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -88,32 +88,24 @@ def test_preemption_takes_only_what_it_may(situation: Situation) -> None:
         victims = [running[p.victim] for p in result.preemptions if p.for_job == for_job]
         assert job.may_preempt
         assert for_job not in started(result)
-        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
-        kind = result.waiting[for_job].kind
-        assert kind == Wait.PREEMPTING if lower else kind != Wait.PREEMPTING
         for victim in victims:
             assert victim.preemptible
             assert not victim.stopping
             assert victim.gpus
             assert victim.attempt_started is not None
             assert NOW - victim.attempt_started >= MIN_RUNTIME
-            if (victim.boost, victim.weight) < (job.boost, job.weight):
-                assert for_job == head_id  # behind the head, only fair share preempts
-                continue
-            assert (victim.boost, victim.weight) == (job.boost, job.weight)
-            if kind == Wait.PREEMPTING_DRAIN:
-                # Instead of a drain (test_planner_drain.py): the head takes a smaller job.
-                assert share.drain_preemption
-                assert for_job == head_id
-                assert job.runtime_limit is not None
-                assert len(victim.gpus) < job.gpus
-            else:
+            if (victim.boost, victim.weight) == (job.boost, job.weight):
                 # Fair share's: the victim's owner keeps at least what the job's owner gets.
-                assert kind == Wait.PREEMPTING_SHARE
                 assert share.fair
                 assert share.share_preemption
                 assert victim.owner_uid != job.owner_uid
                 assert after[victim.owner_uid] >= after[job.owner_uid]
+            else:
+                assert for_job == head_id  # behind the head, only fair share preempts
+                assert (victim.boost, victim.weight) < (job.boost, job.weight)
+        lower = all((v.boost, v.weight) < (job.boost, job.weight) for v in victims)
+        kind = Wait.PREEMPTING if lower else Wait.PREEMPTING_SHARE
+        assert result.waiting[for_job].kind == kind
         freed = {gpu for v in victims for gpu in v.gpus} & usable(cap)
         if for_job != head_id:
             # Behind the head: its victims alone make its room, and none is more than that.
@@ -350,3 +342,20 @@ def test_fair_share_makes_room_behind_a_head_that_cannot_preempt() -> None:
     result = plan([head, endless], runs, room(8), Limits(), NOW, sharing=share)
     assert not result.preemptions
     assert result.waiting[2].kind == Wait.GPUS
+
+
+def test_a_job_that_preempted_goes_first_within_its_rank_on_the_gpus_its_victims_freed() -> None:
+    # The victim, queued again, sorts before the job it made room for (same user, earlier).
+    victim = job(1, 1, 1, "shared")
+    preemptor = job(2, 1, 2, "shared")
+    share = sharing()
+    result = plan([victim, preemptor], [], room(2), Limits(), NOW, sharing=share)
+    assert sorted(started(result)) == [1]
+    claiming = replace(preemptor, claiming=True)
+    result = plan([victim, claiming], [], room(2), Limits(), NOW, sharing=share)
+    assert sorted(started(result)) == [2]
+    assert result.order == [2, 1]
+    # Never ahead of a higher class or an admin's boost.
+    high = job(3, 2, 2, "high")
+    result = plan([victim, claiming, high], [], room(2), Limits(), NOW, sharing=share)
+    assert result.order == [3, 2, 1]

@@ -28,8 +28,6 @@ class Wait(StrEnum):
     PREEMPTING = "preempting"  # running jobs of lower classes are being stopped for it
     # running jobs of users holding more GPUs than its owner will are being stopped for it
     PREEMPTING_SHARE = "preempting_share"
-    # smaller running jobs are being stopped for it: it ends before they would have drained
-    PREEMPTING_DRAIN = "preempting_drain"
     SLURM = "slurm"  # handed to Slurm (backend = "slurm"), which has not started it yet
 
 
@@ -95,11 +93,6 @@ def render(reason: WaitReason) -> str:
         return f"queued in Slurm as job {reason.slurm_job}"
     if k == Wait.PREEMPTING:
         return f"preempting jobs of lower classes for {count_gpus(gpus)} ({reason.free} free)"
-    if k == Wait.PREEMPTING_DRAIN:
-        return (
-            f"preempting smaller jobs for {count_gpus(gpus)} rather than wait for them to"
-            f" drain ({reason.free} free)"
-        )
     if k == Wait.PREEMPTING_SHARE:
         return (
             f"preempting jobs of users over their share for {count_gpus(gpus)} ({reason.free} free)"
