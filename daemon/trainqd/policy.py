@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import structlog
 
@@ -27,9 +28,16 @@ from trainqd.store import AttemptRow, JobRow, Store
 
 log = structlog.get_logger("trainqd.policy")
 
-# How long after its victims' grace a job that preempted still goes first: time enough for
-# their exits to be recorded and the plan that starts it to run.
+# How long after its last victim stopped a job that preempted still goes first: time
+# enough for the plan that starts it to run.
 CLAIM_SLACK = 30.0
+
+
+@dataclass
+class Claim:
+    row: JobRow  # the job's row when it preempted: a change to the job ends the claim
+    victims: set[int]  # the jobs preempted for it
+    until: float  # when the claim lapses unless a victim is still stopping
 
 
 class SharingPolicy:
@@ -47,12 +55,12 @@ class SharingPolicy:
         # Victims asked to stop, and when their grace is over at the latest: the planner
         # counts their GPUs as coming free then, and none is preempted twice.
         self.stop_due: dict[int, float] = {}
-        # Jobs that running jobs were preempted for -> the job's row then and until when it
-        # goes first within its rank (planner.QueuedJob.claiming): the victims' grace, and
-        # CLAIM_SLACK for their exits to be recorded and the plan made that starts it. Any
-        # change to the job (held, updated, started, stopped) replaces its row and so ends
-        # the claim: it cannot be kept to jump the queue later.
-        self.claims: dict[int, tuple[JobRow, float]] = {}
+        # The head's claim on the GPUs its victims free: a head that running jobs were
+        # preempted for goes first within its rank (planner.QueuedJob.claiming) while one of
+        # them is still stopping and CLAIM_SLACK after, for the plan that starts it to run.
+        # Any change to the job (held, updated, started, stopped) replaces its row and so
+        # ends the claim: it cannot be kept to jump the queue later.
+        self.claims: dict[int, Claim] = {}
         self._order: list[int] = []  # the last plan's queue, in order
         self._places: dict[int, int] | None = None
         self._starts: dict[int, float] = {}  # running job -> its attempt's start
@@ -114,8 +122,11 @@ class SharingPolicy:
         store and the usage, which the loop changes): a frozen copy the plan may use on a
         worker thread."""
         self._attempt_starts(active)
-        for job_id in [j for j, (row, until) in self.claims.items() if until <= now]:
-            del self.claims[job_id]
+        for job_id, claim in list(self.claims.items()):
+            if claim.victims & self.stop_due.keys():
+                claim.until = max(claim.until, now + CLAIM_SLACK)
+            if claim.until <= now or self._store.unfinished(job_id) is not claim.row:
+                del self.claims[job_id]
         usage = self.usage.usage(self._running(active, now), now)
         return plan_inputs.Snapshot(
             classes=self.classes,
@@ -124,7 +135,7 @@ class SharingPolicy:
             deadlines=dict(deadlines),
             attempt_starts=dict(self._starts),
             stop_due=dict(self.stop_due),
-            claims={job_id: row for job_id, (row, _) in self.claims.items()},
+            claims={job_id: claim.row for job_id, claim in self.claims.items()},
             settings=planner.Sharing(
                 fair=self.usage.enabled,
                 gpu_usage=usage.gpu,
@@ -145,6 +156,9 @@ class SharingPolicy:
         self._order = [j for j in result.order if j not in started and j not in held]
         self._gpu_usage = result.gpu_usage
         self._places = None
+        # Only the head claims: a job behind it that preempted for fair share (as a backfill)
+        # sorting first would take the head's place and its reservation.
+        head = None if result.head_key is None else result.head_key[-1]
         for preemption in result.preemptions:
             if preemption.victim in self.stop_due:
                 continue
@@ -157,8 +171,12 @@ class SharingPolicy:
                 log.warning("disk full: a preemption is put off", job_id=preemption.victim)
                 continue
             self.stop_due[preemption.victim] = due
-            _, until = self.claims.get(for_job.id, (for_job, 0.0))
-            self.claims[for_job.id] = (for_job, max(until, due + CLAIM_SLACK))
+            if for_job.id == head:
+                claim = self.claims.get(for_job.id)
+                if claim is None or claim.row is not for_job:
+                    claim = self.claims[for_job.id] = Claim(for_job, set(), 0.0)
+                claim.victims.add(preemption.victim)
+                claim.until = max(claim.until, due + CLAIM_SLACK)
             log.info(
                 "preempted",
                 job_id=preemption.victim,

@@ -405,11 +405,9 @@ async def test_a_users_stop_of_a_job_being_preempted_ends_it(tmp_path: Path) -> 
         assert (job.state, job.preempted_count) == (JobState.STOPPED, 0)
 
 
-async def test_the_job_preempted_for_goes_first_until_it_starts_or_changes(
-    tmp_path: Path,
-) -> None:
-    """Its claim on the victims' GPUs lasts their grace and CLAIM_SLACK, and ends with any
-    change to the job: a hold (or an update) cannot keep it to jump the queue later."""
+async def test_the_job_preempted_for_goes_first_until_it_changes(tmp_path: Path) -> None:
+    """Its claim on the victims' GPUs lasts while they stop and CLAIM_SLACK after, and ends
+    with any change to the job: a hold (or an update) cannot keep it to jump the queue."""
     async with running(tmp_path, config=PREEMPTING) as world:
         policy = world.scheduler.policy
         victim = world.submit(gpus=2)
@@ -417,19 +415,69 @@ async def test_the_job_preempted_for_goes_first_until_it_starts_or_changes(
         urgent = world.submit(gpus=1, job_class="high")
         before = time.time()
         world.plan()
-        row, until = policy.claims[urgent]
-        assert row is world.store.get(urgent)
+        claim = policy.claims[urgent]
+        assert claim.row is world.store.get(urgent)
+        assert claim.victims == {victim}
         # The victim's grace is 7 s: its stop is due then, the claim CLAIM_SLACK later.
         assert before + 7 <= policy.stop_due[victim] <= time.time() + 7
-        assert until == policy.stop_due[victim] + CLAIM_SLACK
-        claiming = {j.id: j.claiming for j in policy.prepare([], {}, time.time()).jobs(
-            [world.store.get(urgent)], [])[0]}  # fmt: skip
-        assert claiming == {urgent: True}
+        assert claim.until == policy.stop_due[victim] + CLAIM_SLACK
 
+        def claiming(now: float) -> bool:
+            snapshot = policy.prepare([world.store.get(victim)], {}, now)
+            (queued,), _ = snapshot.jobs([world.store.get(urgent)], [])
+            return queued.claiming
+
+        assert claiming(time.time())
+        # A victim slower to stop than its grace keeps the claim alive.
+        assert claiming(claim.until + 1)
         world.store.set_hold(urgent, ME.user, time.time(), "held")
         world.store.set_hold(urgent, None, time.time(), "released")
-        snapshot = policy.prepare([], {}, time.time())
-        assert not snapshot.jobs([world.store.get(urgent)], [])[0][0].claiming
-        # And it lapses: planned past its time, the claim is gone.
-        policy.prepare([], {}, until + 1)
+        assert not claiming(time.time())
         assert urgent not in policy.claims
+
+
+async def test_a_claim_lapses_once_the_victims_are_gone(tmp_path: Path) -> None:
+    async with running(tmp_path, config=PREEMPTING) as world:
+        world.submit(gpus=2)
+        world.plan()
+        urgent = world.submit(gpus=1, job_class="high")
+        world.plan()
+        until = world.scheduler.policy.claims[urgent].until
+        world.scheduler.policy.prepare([], {}, until - 1)  # the victim has ended
+        assert urgent in world.scheduler.policy.claims
+        world.scheduler.policy.prepare([], {}, until)
+        assert urgent not in world.scheduler.policy.claims
+
+
+SHARING = """
+preempt_after_seconds = 0
+min_runtime_before_preemption_seconds = 0
+default_stop_grace_seconds = 7
+preempt_for_fair_share = true
+[classes.default]
+preemptible = true
+may_preempt = true
+"""
+
+
+async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Path) -> None:
+    """It preempted as a backfill for fair share: sorting first, it would take the head's
+    place, and with it the head's reservation."""
+    async with running(tmp_path, config=SHARING) as world:
+        users = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
+
+        def submit(owner: JobOwner, **spec: Any) -> int:
+            job = world.store.submit(JobSpec(command=["true"], **spec), owner, time.time())
+            world.scheduler.submitted(job)
+            return job.id
+
+        holding = [submit(users[0], gpus=1, max_runtime_seconds=900) for _ in range(2)]
+        world.plan()
+        assert [world.state(j) for j in holding] == [JobState.RUNNING] * 2
+        head = submit(users[2], gpus=2)  # no time limit: it waits for both
+        short = submit(users[1], gpus=1, max_runtime_seconds=60)
+        world.plan()
+        assert world.scheduler.waiting[short].kind == Wait.PREEMPTING_SHARE
+        assert world.scheduler.waiting[head].kind == Wait.GPUS
+        assert len(world.watcher.stops) == 1
+        assert world.scheduler.policy.claims == {}

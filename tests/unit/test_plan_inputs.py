@@ -47,7 +47,7 @@ def test_what_a_plan_left() -> None:
                            distance=lambda a, b: 0)  # fmt: skip
     pending = [row(5, priority=3), row(6, priority=7, gpus=2)]
     active = [row(1, JobState.RUNNING, (0,)), row(2, JobState.RUNNING, ())]
-    head = (0, 0, 0.0, -7, 6.0, 6)
+    head = (0, 0, 0, 0.0, -7, 6.0, 6)
     left = left_after(cap, planner.Plan(head_key=head), pending, active)
     assert left == (2, 1, head)  # GPUs 1 and 2; one CPU slot; job 6 heads the GPU queue
     started = left_after(cap, planner.Plan(starts=[planner.Start(6, (1, 2))]), pending, active)
