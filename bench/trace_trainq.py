@@ -49,23 +49,19 @@ class Setup:
     label: str  # the system's name in the table
     tables: str = ""  # trainqd's [classes.*] tables
     preempts: bool = False  # preemption's spans of time, compressed as the trace is
-    settings: tuple[str, ...] = ()  # trainqd's boolean settings it turns on
 
-
-# One class whose jobs may preempt each other, for the reasons the settings give.
-ONE_PREEMPTIBLE_CLASS = """
-[classes.default]
-preemptible = true
-may_preempt = true
-"""
 
 SETUPS = {
     Mode.FAIR: Setup("trainq"),
+    # One class whose jobs may preempt each other, for fair share only.
     Mode.SHARE: Setup(
         "trainq, share preemption",
-        ONE_PREEMPTIBLE_CLASS,
+        """
+[classes.default]
+preemptible = true
+may_preempt = true
+""",
         preempts=True,
-        settings=("preempt_for_fair_share",),
     ),
     Mode.CLASSES: Setup(
         "trainq, qos classes",
@@ -97,7 +93,8 @@ def trainq_config(scaling: Scaling, mode: Mode) -> dict[str, Any]:
     if SETUPS[mode].preempts:
         config["preempt_after_seconds"] = 300 / scaling.duration_scale
         config["min_runtime_before_preemption_seconds"] = 600 / scaling.duration_scale
-    config.update(dict.fromkeys(SETUPS[mode].settings, True))
+    if mode == Mode.SHARE:
+        config["preempt_for_fair_share"] = True
     return config
 
 

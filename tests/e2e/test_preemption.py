@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.daemon import Daemon, python_job, running_daemon
 from tests.daemon import event_reasons as events
-from tests.preempting import checkpointing_job, resumed_from_checkpoint
+from tests.helpers import wait_for
 
 CONFIG = """
 default_stop_grace_seconds = 10
@@ -47,16 +48,28 @@ def refused(daemon: Daemon, *args: str) -> str:
 
 
 def test_a_preempted_job_resumes_from_its_checkpoint(daemon: Daemon) -> None:
-    low = checkpointing_job(daemon, gpus=2)
+    low = daemon.submit(python_job("checkpoint_on_sigterm.py", gpus=2, name="long"))["id"]
+    ready = Path(daemon.wait_state(low, "RUNNING")["job_dir"]) / "output" / "data" / "ready"
+    wait_for(ready.exists, timeout=20, what="the trainer to be ready for SIGTERM")
+
     done = daemon.cli(
         "submit", "--class", "urgent", "--gpus", "1", "--max-runtime", "60", "--", "true"
     )
     assert done.returncode == 0, done.stderr
     high = int(done.stdout)
     assert daemon.wait_state(high)["state"] == "COMPLETED"
+
     # The victim went back to the queue with its attempt marked preempted, by whom, and
     # ran again, finding the checkpoint its first attempt saved on SIGTERM.
-    resumed_from_checkpoint(daemon, low, by=high)
+    job = daemon.wait_state(low, timeout=30)
+    assert job["state"] == "COMPLETED"
+    assert job["preempted_count"] == 1
+    first, second = job["attempts"]
+    assert first["outcome"] == "preempted"
+    assert first["reason"].startswith(f"preempted by job {high} (root)")
+    assert second["outcome"] == "exited"
+    resumed = json.loads((Path(job["job_dir"]) / "model" / "resumed.json").read_text())
+    assert resumed == {"step": 7, "saved_on": 1, "resumed_on": 2}
 
     shown = daemon.cli("show", str(low)).stdout
     assert f"preempted by job {high} (root)" in shown

@@ -10,21 +10,148 @@ from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.planning import (
-    MIN_RUNTIME,
-    NOW,
-    Situation,
-    job,
-    room,
-    run,
-    sharing,
-    situations,
-    started,
-    usable,
-)
 
 from trainq.core.reasons import Wait, render
-from trainqd.planner import LOOKAHEAD, ClassLimits, Limits, RunningJob, plan
+from trainqd.gpus.fake import server_distances
+from trainqd.planner import (
+    LOOKAHEAD,
+    Capacity,
+    ClassLimits,
+    Limits,
+    Plan,
+    QueuedJob,
+    RunningJob,
+    Sharing,
+    plan,
+)
+
+NOW = 1_700_000_000.0
+MIN_RUNTIME = 600.0
+UIDS = (1, 2, 3)
+# name: (weight, preemptible, may_preempt)
+CLASSES = {
+    "low": (0, True, False),
+    "normal": (5, False, False),
+    "high": (10, False, True),
+    "shared": (0, True, True),  # preemptible, and may preempt (its own rank: for fair share)
+}
+
+EITHER = st.booleans()
+Situation = tuple[list[QueuedJob], list[RunningJob], Capacity, Limits, Sharing]
+
+
+def room(gpu_count: int, **changes: object) -> Capacity:
+    matrix = server_distances(gpu_count) if gpu_count else ()
+    cap = Capacity(tuple(range(gpu_count)), frozenset(), 2, lambda a, b: matrix[a][b])
+    return replace(cap, **changes)
+
+
+def job(
+    job_id: int, uid: int, gpus: int = 1, job_class: str = "normal", **more: object
+) -> QueuedJob:
+    weight, _, may_preempt = CLASSES[job_class]
+    fields: dict[str, object] = {
+        "id": job_id,
+        "priority": 0,
+        "submitted_at": NOW - 100 + job_id,
+        "owner_uid": uid,
+        "gpus": gpus,
+        "runtime_limit": None,
+        "job_class": job_class,
+        "weight": weight,
+        "may_preempt": may_preempt,
+    }
+    fields.update(more)
+    return QueuedJob(**fields)
+
+
+def run(
+    job_id: int, uid: int, gpus: tuple[int, ...], job_class: str = "low", age: float = 3600.0,
+    **more: object,
+) -> RunningJob:  # fmt: skip
+    weight, preemptible, _ = CLASSES[job_class]
+    fields: dict[str, object] = {
+        "id": job_id,
+        "owner_uid": uid,
+        "gpus": gpus,
+        "expected_end": None,
+        "job_class": job_class,
+        "weight": weight,
+        "preemptible": preemptible,
+        "attempt_started": NOW - age,
+        "grace": 30.0,
+    }
+    fields.update(more)
+    return RunningJob(**fields)
+
+
+def sharing(fair: bool = True, **more: object) -> Sharing:
+    return Sharing(fair=fair, preempt_after=300.0, min_runtime=MIN_RUNTIME, **more)
+
+
+@st.composite
+def situations(draw: st.DrawFn, fair: st.SearchStrategy[bool] = EITHER) -> Situation:
+    gpu_count = draw(st.integers(min_value=1, max_value=8))
+    gpus = list(range(gpu_count))
+    blocked = draw(st.sets(st.sampled_from(gpus), max_size=1))
+    drained = draw(st.sets(st.sampled_from(gpus), max_size=2))
+    host_drained = draw(st.integers(0, 9)) == 0
+    # Most GPUs busy, so that preemption comes up often.
+    owner = draw(
+        st.lists(st.sampled_from((None, 0, 1, 2, 3, 4)), min_size=gpu_count, max_size=gpu_count)
+    )
+    runs = []
+    for number in range(5):
+        held = tuple(gpu for gpu in gpus if owner[gpu] == number)
+        if not held and draw(st.integers(0, 3)):
+            continue
+        ends = draw(st.one_of(st.none(), st.floats(min_value=NOW + 1, max_value=NOW + 5000)))
+        runs.append(
+            run(
+                100 + number,
+                draw(st.sampled_from(UIDS)),
+                held,
+                draw(st.sampled_from(sorted(CLASSES))),
+                age=draw(st.sampled_from((10.0, MIN_RUNTIME - 1, MIN_RUNTIME, 5000.0))),
+                expected_end=ends,
+                stopping=draw(st.integers(0, 5)) == 0,
+                boost=draw(st.sampled_from((0, 0, 0, 1))),
+            )
+        )
+    queue = [
+        job(
+            job_id,
+            draw(st.sampled_from(UIDS)),
+            draw(st.integers(min_value=0, max_value=gpu_count + 1)),
+            draw(st.sampled_from(sorted(CLASSES))),
+            priority=draw(st.integers(-2, 2)),
+            runtime_limit=draw(st.one_of(st.none(), st.floats(min_value=1, max_value=9000))),
+            held_by=draw(st.sampled_from((None, None, None, "alice"))),
+            not_before=draw(st.sampled_from((None, None, None, NOW + 100))),
+            boost=draw(st.sampled_from((0, 0, 0, 1))),
+        )
+        for job_id in draw(st.lists(st.integers(1, 40), max_size=10, unique=True))
+    ]
+    some_limit = st.one_of(st.just(0), st.integers(min_value=1, max_value=6))
+    limits = Limits(
+        max_running_jobs_per_user=draw(some_limit),
+        max_gpus_per_user=draw(some_limit),
+        classes={"high": ClassLimits(draw(some_limit), draw(some_limit))},
+    )
+    usage = {uid: draw(st.floats(min_value=0, max_value=10 * LOOKAHEAD)) for uid in UIDS}
+    share = sharing(draw(fair), gpu_usage=usage, share_preemption=draw(st.booleans()))
+    cap = room(
+        gpu_count, blocked=frozenset(blocked), drained=frozenset(drained), host_drained=host_drained
+    )
+    return queue, runs, cap, limits, share
+
+
+def usable(cap: Capacity) -> set[int]:
+    return set(cap.gpus) - cap.blocked - cap.drained
+
+
+def started(result: Plan) -> dict[int, tuple[int, ...]]:
+    return {start.job_id: start.gpus for start in result.starts}
 
 
 @settings(max_examples=400, deadline=None)
