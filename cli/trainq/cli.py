@@ -690,8 +690,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
 
 
 def _say_raw(line: str) -> None:
+    from trainq.inert import inert  # noqa: PLC0415 (only when something goes wrong)
+
     try:
-        sys.stderr.write(f"{line}\n")
+        sys.stderr.write(f"{inert(line)}\n")
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):
         pass

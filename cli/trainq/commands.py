@@ -23,7 +23,8 @@ from typing import Any, BinaryIO, TextIO
 from trainq.client import Client
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
-from trainq.humanize import health_line, pretty_json
+from trainq.humanize import JsonText, health_line, pretty_json
+from trainq.inert import inert, inert_drawn
 from trainq.specfile import build_spec, load_spec_file, submit_flags
 from trainq.waiting import exit_status_of, report_end, wait_until_ended
 
@@ -51,10 +52,13 @@ class Context:
 
     def say(self, line: str) -> None:
         """One line for the person at the terminal, kept off stdout (which scripts read)."""
-        self.stderr.write(f"trainq: {line}\n")
+        self.stderr.write(f"trainq: {inert(line)}\n")
         self.stderr.flush()
 
     def print(self, text: str) -> None:
+        """Text for stdout: JSON as it came, anything else inert (`trainq.inert`)."""
+        if not isinstance(text, JsonText):
+            text = inert_drawn(text)
         self.stdout.write(text if text.endswith("\n") else f"{text}\n")
         self.stdout.flush()
 

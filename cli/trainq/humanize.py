@@ -203,9 +203,16 @@ def _draining(drains: Any) -> str:
     return "; draining: yes, GPUs " + ",".join(str(gpu) for gpu in gpus)
 
 
-def pretty_json(body: Any) -> str:
+class JsonText(str):
+    """JSON text, printed as it is: `--json` output is the daemon's answer unchanged (JSON
+    escapes the C0 controls itself), never made inert as text for people is."""
+
+    __slots__ = ()
+
+
+def pretty_json(body: Any) -> JsonText:
     """The daemon's JSON as it came, indented for people (and still valid JSON)."""
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+    return JsonText(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
 
 
 def compact(value: Any) -> str:
