@@ -336,13 +336,20 @@ def submit(
         ),
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TOKEN",
+            help="client token: the same TOKEN again returns the jobs it queued, not new ones",
+        ),
+    ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
     return _parsed(
         ctx, "submit", socket=socket, file=file, name=name, gpus=gpus, priority=priority,
         job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
-        engine=engine, workdir=workdir, wait=wait, json=json,
+        engine=engine, workdir=workdir, wait=wait, json=json, token=token,
         command_argv=list(command_argv or []), sweep=list(sweep or []),
     )  # fmt: skip
 

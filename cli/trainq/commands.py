@@ -13,6 +13,7 @@ and `--json` prints what the daemon sent, pretty-printed, field for field.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,13 +89,20 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         from trainq import groups  # noqa: PLC0415 (only a sweep needs it)
 
         return groups.submit_sweep(ctx, client, spec, args)
-    _, job = client.request("POST", "/v1/jobs", json=spec)
+    job = client.post_jobs(spec, submit_token(args))
     # The id (or record) goes out before any waiting, so `id=$(trainq submit --wait ...)`
     # style scripts and a person watching both see it at once.
     ctx.print(pretty_json(job) if args.json else str(job["id"]))
     if not args.wait:
         return 0
     return wait_until_ended(ctx, client, int(job["id"]))
+
+
+def submit_token(args: argparse.Namespace) -> str:
+    """The submission's client token: --token, else a fresh one, so the CLI's own resend
+    after a lost answer never queues it twice (trainq.client.Client.post_jobs)."""
+    given: str | None = getattr(args, "token", None)
+    return given or os.urandom(16).hex()
 
 
 def wait(ctx: Context, args: argparse.Namespace) -> int:

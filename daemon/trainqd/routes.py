@@ -57,7 +57,7 @@ from trainqd.rows import HOST
 from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
 from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
-from trainqd.store import JobOwner, JobRow, NewJobs, Store
+from trainqd.store import JobOwner, JobRow, NewJobs, Store, Submitted, SubmitToken, TokenUsed
 from trainqd.streams import check_logs, event_lines, log_chunks
 from trainqd.submissions import (
     PARSE_ON_LOOP_BYTES,
@@ -66,6 +66,7 @@ from trainqd.submissions import (
     judged_alike,
     parse_specs,
 )
+from trainqd.submit_tokens import replayed_jobs, token_of
 from trainqd.views import job_record
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
@@ -186,19 +187,48 @@ class Api:
             else:
                 del self._submitting[owner.uid]
 
+    def _replay(self, token: SubmitToken, submitted: Submitted) -> Response:
+        """The answer a repeated submission gets: the jobs its token first queued, as they
+        are now, in the shape of the first answer (submit_tokens.py)."""
+        found = self.store.jobs_from(submitted.first_id, submitted.job_count)
+        jobs = replayed_jobs(token, submitted, found)
+        if not submitted.grouped:
+            return Response(201, self._record(jobs[0].id, token.uid))
+        attempts = self.store.attempts([job.id for job in jobs])
+        reveal = self._reveal(token.uid, jobs[0])
+        records = [
+            job_record(
+                job,
+                attempts[job.id],
+                self.dirs,
+                self.control.waiting.get(job.id),
+                reveal=reveal,
+                instance=self.instance,
+            )
+            for job in jobs
+        ]
+        return Response(201, SubmittedGroup(group_id=jobs[0].group_id or jobs[0].id, jobs=records))
+
     async def submit(self, request: Request) -> Response:
+        token = token_of(request)
+        if token is not None and (earlier := self.store.submitted_with(token.uid, token.token)):
+            return self._replay(token, earlier)
         if is_list(request.body):
-            return await self.submit_list(request)
+            return await self.submit_list(request, token)
         if len(request.body) > ONE_SPEC_MAX_BODY:  # the larger limit is a list's alone
             raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
-        with self._queue_room(owner, 1):
-            (job,) = await self.commits.submit(NewJobs([spec], owner))
+        try:
+            with self._queue_room(owner, 1):
+                (job,) = await self.commits.submit(NewJobs([spec], owner, token=token))
+        except TokenUsed as used:  # the same token, sent twice at once: queued once
+            assert token is not None
+            return self._replay(token, used.submitted)
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
 
-    async def submit_list(self, request: Request) -> Response:
+    async def submit_list(self, request: Request, token: SubmitToken | None = None) -> Response:
         """A list of specs: all parsed and admitted first, then queued in one transaction
         as one group. Parsing 10,000 specs and building their records take a worker
         thread; the inserts and their one commit stay on the loop (group_commit.py)."""
@@ -214,8 +244,13 @@ class Api:
             specs, firsts, texts = await anyio.to_thread.run_sync(parse)
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
-        with self._queue_room(owner, len(specs)):
-            jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
+        submission = NewJobs(specs, owner, grouped=True, spec_json=texts, token=token)
+        try:
+            with self._queue_room(owner, len(specs)):
+                jobs = await self.commits.submit(submission)
+        except TokenUsed as used:
+            assert token is not None
+            return self._replay(token, used.submitted)
         self.control.submitted_many(jobs)
         waiting = dict(self.control.waiting)
         reveal = self._reveal(uid, jobs[0])

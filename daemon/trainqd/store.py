@@ -88,6 +88,38 @@ class JobChanges:
         return [(f"{name}=?", value) for name, value in asdict(self).items() if value is not None]
 
 
+# How long a submission's client token is remembered (docs: "Idempotent submits").
+SUBMIT_TOKEN_SECONDS = 7 * 86400
+
+
+@dataclass(frozen=True)
+class SubmitToken:
+    """A client's token for one submission (the Idempotency-Key header), and the digest of
+    the request it came with: the same token with another request is a mistake."""
+
+    uid: int  # who sent it (whom the jobs run as may differ: root's `run_as_root`)
+    token: str
+    body_hash: str
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a token's first submission queued: `job_count` jobs from `first_id` on."""
+
+    body_hash: str
+    first_id: int
+    job_count: int
+    grouped: bool
+
+
+class TokenUsed(Exception):
+    """The submission's token had been used by its owner: nothing new was queued."""
+
+    def __init__(self, submitted: Submitted) -> None:
+        super().__init__(f"jobs {submitted.first_id}.. were queued with this token")
+        self.submitted = submitted
+
+
 @dataclass(frozen=True)
 class NewJobs:
     """One submission: its specs, in order, queued together as its owner's. `grouped` (the
@@ -98,6 +130,9 @@ class NewJobs:
     grouped: bool = False
     # The specs as stored (`model_dump_json`), when the caller made them off the event loop.
     spec_json: Sequence[str] | None = None
+    # Stored with the jobs, in their transaction: the same token from the same owner later
+    # gets these jobs back (TokenUsed) instead of new ones.
+    token: SubmitToken | None = None
 
 
 def _filters(states: Sequence[JobState] | None, **equal: object) -> tuple[list[str], list[Any]]:
@@ -287,6 +322,33 @@ class Store:
         if row is None:
             raise NotFound(f"no job {job_id}")
         return job_from(row)
+
+    def submitted_with(self, uid: int, token: str) -> Submitted | None:
+        """What the user's submission with this client token queued, if it is remembered."""
+        row = self._db.execute(
+            "SELECT body_hash, first_id, job_count, grouped FROM submit_tokens"
+            " WHERE owner_uid=? AND token=?",
+            (uid, token),
+        ).fetchone()
+        if row is None:
+            return None
+        return Submitted(str(row[0]), int(row[1]), int(row[2]), bool(row[3]))
+
+    def jobs_from(self, first_id: int, count: int) -> list[JobRow]:
+        """The jobs with ids first_id.. (count of them) that still exist, in id order."""
+        ids = range(first_id, first_id + count)
+        missing = [job_id for job_id in ids if job_id not in self._unfinished]
+        stored: dict[int, JobRow] = {}
+        if missing:
+            rows = self._db.execute(
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE id BETWEEN ? AND ?", (ids[0], ids[-1])
+            )
+            stored = {job.id: job for job in map(job_from, rows)}
+        return [
+            job
+            for job_id in ids
+            if (job := self._unfinished.get(job_id) or stored.get(job_id)) is not None
+        ]
 
     def jobs(
         self,
@@ -495,14 +557,19 @@ class Store:
         memory: the jobs join those kept in memory only once they are durable."""
         results: list[list[JobRow] | Exception] = []
         with self._tx():
+            if any(submission.token for submission in submissions):
+                self._db.execute(
+                    "DELETE FROM submit_tokens WHERE created_at < ?", (now - SUBMIT_TOKEN_SECONDS,)
+                )
             for submission in submissions:
                 self._db.execute("SAVEPOINT submission")
                 try:
                     rows = self._insert(submission, now)
-                except sqlite3.Error as exc:
+                except (sqlite3.Error, TokenUsed) as exc:
                     self._db.execute("ROLLBACK TO submission")
                     self._db.execute("RELEASE submission")
-                    results.append(DiskFull(DISK_FULL_MESSAGE) if is_disk_full(exc) else exc)
+                    disk_full = isinstance(exc, sqlite3.Error) and is_disk_full(exc)
+                    results.append(DiskFull(DISK_FULL_MESSAGE) if disk_full else exc)
                     continue
                 self._db.execute("RELEASE submission")
                 results.append(rows)
@@ -516,6 +583,11 @@ class Store:
         executemany, one event row each, and the rows built from what was written rather
         than read back one by one (a sweep of 10,000 is one request)."""
         specs, owner = submission.specs, submission.owner
+        if submission.token is not None:
+            # Checked under the write lock: two requests with one token queue once.
+            earlier = self.submitted_with(submission.token.uid, submission.token.token)
+            if earlier is not None:
+                raise TokenUsed(earlier)
         sql = (
             "INSERT INTO jobs(name, state, priority, owner_uid, owner_gid, owner_user, spec,"
             " created_at, group_id) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -545,6 +617,20 @@ class Store:
             " VALUES (?,?,NULL,?,'submitted')",
             ((now, job_id, pending) for job_id in ids),
         )
+        if (token := submission.token) is not None:
+            self._db.execute(
+                "INSERT INTO submit_tokens(owner_uid, token, body_hash, first_id, job_count,"
+                " grouped, created_at) VALUES (?,?,?,?,?,?,?)",
+                (
+                    token.uid,
+                    token.token,
+                    token.body_hash,
+                    first,
+                    len(specs),
+                    submission.grouped,
+                    now,
+                ),
+            )
         return [
             JobRow(
                 id=job_id,
