@@ -36,6 +36,17 @@ SUBMIT_TOKENS = (
     """CREATE INDEX submit_tokens_created ON submit_tokens(created_at)""",
 )
 
+# What removed jobs had added to the metrics' counters (store.CounterTotals), so that the
+# totals counted from the remaining rows at start-up still include them.
+REMOVED_TOTALS = (
+    """CREATE TABLE removed_totals (
+        metric TEXT NOT NULL,
+        label TEXT NOT NULL,
+        value INTEGER NOT NULL,
+        PRIMARY KEY (metric, label)
+    )""",
+)
+
 SCHEMA = (
     """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
     """CREATE TABLE jobs (
@@ -97,6 +108,7 @@ SCHEMA = (
     *LIST_INDEXES,
     *SHARING,
     *SUBMIT_TOKENS,
+    *REMOVED_TOTALS,
 )
 
 # The statements that bring a database of version N-1 to version N, run in order.
@@ -122,5 +134,5 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE jobs ADD COLUMN preempted_count INTEGER NOT NULL DEFAULT 0",
         *SHARING,
     ),
-    6: SUBMIT_TOKENS,
+    6: (*SUBMIT_TOKENS, *REMOVED_TOTALS),
 }

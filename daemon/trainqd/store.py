@@ -60,6 +60,28 @@ __all__ = [
 ]
 
 
+def _counter_parts(job_id: int | None) -> tuple[str, list[Any]]:
+    """A query of (metric, label, value) rows: what one job's rows add to the metrics'
+    counters, or (None) what all rows do. A retried attempt with outcome `preempted` went
+    back to the queue by a preemption (outcomes.judge_end); any other retried one, a retry."""
+    jobs = "id=? AND " if job_id is not None else ""
+    rows = "job_id=? AND " if job_id is not None else ""
+    ids = [job_id] if job_id is not None else []
+    terminal = sorted(str(state) for state in TERMINAL)
+    sql = (
+        f"SELECT 'submitted', owner_user, count(*) FROM jobs WHERE {jobs}1 GROUP BY owner_user"
+        " UNION ALL SELECT 'ended', state, count(*) FROM jobs"
+        f" WHERE {jobs}state IN ({','.join('?' * len(terminal))}) GROUP BY state"
+        " UNION ALL SELECT 'preemptions', '', count(*) FROM attempts"
+        f" WHERE {rows}retried=1 AND outcome='preempted'"
+        " UNION ALL SELECT 'retries', '', count(*) FROM attempts"
+        f" WHERE {rows}retried=1 AND outcome IS NOT 'preempted'"
+        " UNION ALL SELECT 'idle_flags', '', count(*) FROM events"
+        f" WHERE {rows}from_state = to_state AND reason LIKE 'GPUs idle%'"
+    )
+    return sql, [*ids, *ids, *terminal, *ids, *ids, *ids]
+
+
 class StoreError(Exception):
     """The database cannot be used (corrupt, newer schema, unwritable)."""
 
@@ -118,6 +140,18 @@ class TokenUsed(Exception):
     def __init__(self, submitted: Submitted) -> None:
         super().__init__(f"jobs {submitted.first_id}.. were queued with this token")
         self.submitted = submitted
+
+
+@dataclass(frozen=True)
+class CounterTotals:
+    """The metrics' counters as the store knows them: every job ever submitted, ended,
+    retried, preempted or flagged idle, removed jobs included (`removed_totals`)."""
+
+    submitted: dict[str, int]  # by owner
+    ended: dict[str, int]  # by final state
+    retries: int
+    preemptions: int
+    idle_flags: int
 
 
 @dataclass(frozen=True)
@@ -475,6 +509,26 @@ class Store:
         for job in self._unfinished.values():
             counts[str(job.state)] += 1
         return counts
+
+    def counter_totals(self) -> CounterTotals:
+        """The counters' totals, from every row and what removed jobs left (a start-up read:
+        it counts the tables whole)."""
+        totals: Counter[tuple[str, str]] = Counter()
+        parts, args = _counter_parts(None)
+        sql = f"{parts} UNION ALL SELECT metric, label, value FROM removed_totals"
+        for metric, label, value in self._db.execute(sql, args):
+            totals[str(metric), str(label)] += int(value)
+
+        def by_label(metric: str) -> dict[str, int]:
+            return {label: n for (name, label), n in totals.items() if name == metric and n}
+
+        return CounterTotals(
+            submitted=by_label("submitted"),
+            ended=by_label("ended"),
+            retries=totals["retries", ""],
+            preemptions=totals["preemptions", ""],
+            idle_flags=totals["idle_flags", ""],
+        )
 
     def counts_by_user(self) -> list[tuple[str, str, int]]:
         """(state, user, jobs) for every pair that has a job, from memory (a scrape asks)."""
@@ -965,6 +1019,14 @@ class Store:
                 raise NotFound(f"no job {job_id}")
             if JobState(row[0]) not in TERMINAL:
                 raise Conflict(f"job {job_id} is {row[0]}; only an ended job can be removed")
+            # What the job added to the metrics' counters outlives it.
+            parts, args = _counter_parts(job_id)
+            self._db.execute(
+                f"INSERT INTO removed_totals(metric, label, value) SELECT * FROM ({parts})"
+                " WHERE true"  # an upsert from a SELECT needs its WHERE (SQLite's parser)
+                " ON CONFLICT(metric, label) DO UPDATE SET value = value + excluded.value",
+                args,
+            )
             self._db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
