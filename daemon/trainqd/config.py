@@ -63,6 +63,10 @@ class Config(BaseModel):
     socket_mode: str = "0666"
     socket_group: str | None = None
     admin_group: str | None = None
+    # Other users see that a job exists, whose it is, its state and resources, but not what
+    # it runs: name, command or image, directory, channels, hyperparameters and environment
+    # (as Slurm's PrivateData=jobs; views.py). Its owner and the admins see it whole.
+    private_data: bool = False
     default_stop_grace_seconds: Annotated[float, Field(ge=0, le=86400)] = 120.0
     default_engine: Literal["docker", "podman"] | None = None
     max_running_jobs_per_user: Annotated[int, Field(ge=0)] = 0

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 except NodeError as exc:
                     raise StartupError(str(exc)) from None
             try:
-                authorizer = Authorizer(config.admin_group)
+                authorizer = Authorizer(config.admin_group, private_data=config.private_data)
             except ValueError as exc:
                 raise StartupError(str(exc)) from None
             dirs = JobDirs(config.jobs_dir)

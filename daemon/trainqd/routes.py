@@ -43,7 +43,7 @@ from trainqd.api.routing import (
     StreamResponse,
     decimal,
 )
-from trainqd.authorization import Authorizer
+from trainqd.authorization import Authorizer, Sight
 from trainqd.config import Config
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
@@ -121,8 +121,8 @@ class Api:
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
 
-    def _reveal(self, uid: int, job: JobRow) -> bool:
-        return self.authorizer.may_see_details(uid, job)
+    def _reveal(self, uid: int, job: JobRow) -> Sight:
+        return self.authorizer.sight(uid, job)
 
     def _record(self, job_id: int, uid: int) -> JobRecord:
         job = self.store.get(job_id)
