@@ -66,7 +66,7 @@ from trainqd.submissions import (
     judged_alike,
     parse_specs,
 )
-from trainqd.submit_tokens import replayed_jobs, token_of
+from trainqd.submit_tokens import all_there, same_request, token_of
 from trainqd.views import job_record
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
@@ -187,32 +187,43 @@ class Api:
             else:
                 del self._submitting[owner.uid]
 
-    def _replay(self, token: SubmitToken, submitted: Submitted) -> Response:
+    async def _replay(self, token: SubmitToken, submitted: Submitted) -> Response:
         """The answer a repeated submission gets: the jobs its token first queued, as they
-        are now, in the shape of the first answer (submit_tokens.py)."""
-        found = self.store.jobs_from(submitted.first_id, submitted.job_count)
-        jobs = replayed_jobs(token, submitted, found)
+        are now, in the shape of the first answer (submit_tokens.py). A sweep's records are
+        read and built in a worker thread, as a listing's are."""
+        same_request(token, submitted)
+        first = submitted.first_id
         if not submitted.grouped:
-            return Response(201, self._record(jobs[0].id, token.uid))
-        attempts = self.store.attempts([job.id for job in jobs])
-        reveal = self._reveal(token.uid, jobs[0])
-        records = [
-            job_record(
-                job,
-                attempts[job.id],
-                self.dirs,
-                self.control.waiting.get(job.id),
-                reveal=reveal,
-                instance=self.instance,
-            )
-            for job in jobs
-        ]
-        return Response(201, SubmittedGroup(group_id=jobs[0].group_id or jobs[0].id, jobs=records))
+            try:
+                found = [self.store.get(first)]
+            except NotFound:
+                found = []
+            (job,) = all_there(token, submitted, found)
+            return Response(201, self._record(job.id, token.uid))
+        waiting = dict(self.control.waiting)
+
+        def build() -> bytes:
+            page, _, _ = self.store.page(None, None, first - 1, submitted.job_count, group=first)
+            jobs = all_there(token, submitted, [job for job, _ in page])
+            reveal = self._reveal(token.uid, jobs[0])
+            records = [
+                job_record(
+                    job, attempts, self.dirs, waiting.get(job.id), reveal=reveal,
+                    instance=self.instance,
+                )
+                for job, attempts in page
+            ]  # fmt: skip
+            return SubmittedGroup(group_id=first, jobs=records).model_dump_json().encode()
+
+        if self._listing is None:
+            self._listing = anyio.CapacityLimiter(1)
+        payload = await anyio.to_thread.run_sync(build, limiter=self._listing)
+        return Response(201, Encoded(payload))
 
     async def submit(self, request: Request) -> Response:
         token = token_of(request)
         if token is not None and (earlier := self.store.submitted_with(token.uid, token.token)):
-            return self._replay(token, earlier)
+            return await self._replay(token, earlier)
         if is_list(request.body):
             return await self.submit_list(request, token)
         if len(request.body) > ONE_SPEC_MAX_BODY:  # the larger limit is a list's alone
@@ -224,7 +235,7 @@ class Api:
                 (job,) = await self.commits.submit(NewJobs([spec], owner, token=token))
         except TokenUsed as used:  # the same token, sent twice at once: queued once
             assert token is not None
-            return self._replay(token, used.submitted)
+            return await self._replay(token, used.submitted)
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
 
@@ -250,7 +261,7 @@ class Api:
                 jobs = await self.commits.submit(submission)
         except TokenUsed as used:
             assert token is not None
-            return self._replay(token, used.submitted)
+            return await self._replay(token, used.submitted)
         self.control.submitted_many(jobs)
         waiting = dict(self.control.waiting)
         reveal = self._reveal(uid, jobs[0])

@@ -368,22 +368,6 @@ class Store:
             return None
         return Submitted(str(row[0]), int(row[1]), int(row[2]), bool(row[3]))
 
-    def jobs_from(self, first_id: int, count: int) -> list[JobRow]:
-        """The jobs with ids first_id.. (count of them) that still exist, in id order."""
-        ids = range(first_id, first_id + count)
-        missing = [job_id for job_id in ids if job_id not in self._unfinished]
-        stored: dict[int, JobRow] = {}
-        if missing:
-            rows = self._db.execute(
-                f"SELECT {JOB_COLUMNS} FROM jobs WHERE id BETWEEN ? AND ?", (ids[0], ids[-1])
-            )
-            stored = {job.id: job for job in map(job_from, rows)}
-        return [
-            job
-            for job_id in ids
-            if (job := self._unfinished.get(job_id) or stored.get(job_id)) is not None
-        ]
-
     def jobs(
         self,
         states: Sequence[JobState] | None = None,

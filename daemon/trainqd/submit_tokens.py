@@ -36,14 +36,18 @@ def token_of(request: Request) -> SubmitToken | None:
     return SubmitToken(uid=request.caller.uid, token=given, body_hash=digest)
 
 
-def replayed_jobs(token: SubmitToken, submitted: Submitted, jobs: list[JobRow]) -> list[JobRow]:
-    """The jobs to answer a repeated submission with, or the one line that refuses it:
-    another request under a used token, or jobs removed since (`trainq rm`, retention)."""
+def same_request(token: SubmitToken, submitted: Submitted) -> None:
+    """A used token comes back with its first request, or is refused in one line."""
     if submitted.body_hash != token.body_hash:
         raise Conflict(
             f"Idempotency-Key {token.token!r} was used for another request; "
             "a new submission needs a new key"
         )
+
+
+def all_there(token: SubmitToken, submitted: Submitted, jobs: list[JobRow]) -> list[JobRow]:
+    """The jobs to answer a repeated submission with, or the one line that says some were
+    removed since (`trainq rm`, retention)."""
     if len(jobs) != submitted.job_count:
         last = submitted.first_id + submitted.job_count - 1
         span = f"job {last}" if submitted.job_count == 1 else f"jobs {submitted.first_id}-{last}"

@@ -74,6 +74,17 @@ def test_the_cli_token_returns_the_same_job(daemon: Daemon) -> None:
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
     assert "Idempotency-Key" in bad.stderr
+    # Once its job is removed, the token answers with one line, not with a new job.
+    job_id = first.stdout.strip()
+    daemon.wait_state(int(job_id))
+    assert daemon.cli("rm", job_id).returncode == 0
+    gone = daemon.cli("submit", "--token", "cli-1", "--", "true")
+    assert gone.returncode == 6
+    assert (
+        gone.stderr == f"trainq: Idempotency-Key 'cli-1' queued job {job_id}, removed since; "
+        "a new submission needs a new key\n"
+    )
+    assert total_jobs(daemon) == 0
 
 
 def pending_connections(daemon: Daemon) -> int:
