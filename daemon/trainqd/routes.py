@@ -66,7 +66,13 @@ from trainqd.submissions import (
     judged_alike,
     parse_specs,
 )
-from trainqd.submit_tokens import all_there, same_request, token_of
+from trainqd.submit_tokens import (
+    IDEMPOTENCY_ABOUT,
+    IDEMPOTENCY_HEADER,
+    all_there,
+    same_request,
+    token_of,
+)
 from trainqd.views import job_record
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
@@ -491,6 +497,7 @@ class Api:
                 status=201,
                 # A list of specs (a sweep) is one request: 10,000 of them run to megabytes.
                 max_body=SUBMIT_MAX_BODY,
+                headers=[(IDEMPOTENCY_HEADER, IDEMPOTENCY_ABOUT)],
             ),
             Route(
                 "POST",

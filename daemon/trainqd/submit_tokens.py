@@ -19,13 +19,17 @@ from trainq.core.errors import Conflict, InvalidRequest
 from trainqd.api.routing import Request
 from trainqd.store import JobRow, Submitted, SubmitToken
 
-HEADER = "idempotency-key"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_ABOUT = (
+    "A client token (1-128 letters, digits, '.', '_', ':', '-'): the same request with the same "
+    "token from the same user is answered with the jobs it first queued; kept 7 days"
+)
 _TOKEN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def token_of(request: Request) -> SubmitToken | None:
     """The request's client token, with its body's digest; None without the header."""
-    given = request.header(HEADER)
+    given = request.header(IDEMPOTENCY_HEADER.lower())
     if given is None:
         return None
     if not _TOKEN.fullmatch(given):
