@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +44,7 @@ from trainqd.api.routing import (
     decimal,
 )
 from trainqd.authorization import Authorizer
+from trainqd.budgets import SpecBudget, check_spec_sizes
 from trainqd.config import Config
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
@@ -115,6 +116,8 @@ class Api:
     _commits: GroupCommit | None = field(default=None, init=False, repr=False)
     # Jobs each user has in submissions not yet committed (max_unfinished_jobs_per_user).
     _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    # Bytes of specs each user has in submissions not yet committed (budgets.py).
+    _spec_budget: SpecBudget = field(default_factory=SpecBudget, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
 
     def __post_init__(self) -> None:
@@ -155,6 +158,7 @@ class Api:
             allowed_images=tuple(self.config.allowed_images),
             classes=self.config.job_classes,
             default_class=self.config.default_class,
+            max_channels=self.config.max_channels_per_job,
         )
 
     # -- handlers ------------------------------------------------------------------------
@@ -167,9 +171,20 @@ class Api:
         return self._commits
 
     @contextmanager
-    def _queue_room(self, owner: JobOwner, adding: int) -> Iterator[None]:
-        """Room in the owner's queue for `adding` jobs, held while they are committed: checked
-        and taken in one step on the loop, so concurrent submissions cannot all pass it."""
+    def _queue_room(self, owner: JobOwner, sizes: Sequence[int]) -> Iterator[None]:
+        """Room in the owner's queue for jobs whose specs take `sizes` bytes, held while
+        they are committed: checked and taken in one step on the loop, so concurrent
+        submissions cannot all pass it."""
+        stored = self.store.unfinished_spec_bytes(owner.uid)
+        budget = self.config.max_unfinished_spec_bytes_per_user
+        with (
+            self._spec_budget.room(owner.uid, owner.user, stored, sum(sizes), budget),
+            self._job_room(owner, len(sizes)),
+        ):
+            yield
+
+    @contextmanager
+    def _job_room(self, owner: JobOwner, adding: int) -> Iterator[None]:
         most = self.config.max_unfinished_jobs_per_user
         busy = self._submitting.get(owner.uid, 0)
         # Counting one user's jobs walks them all: only needed once all users' could pass.
@@ -192,9 +207,11 @@ class Api:
         if len(request.body) > ONE_SPEC_MAX_BODY:  # the larger limit is a list's alone
             raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
+        texts = [spec.model_dump_json()]
+        sizes = check_spec_sizes(texts, self.config.max_spec_bytes, listed=False)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
-        with self._queue_room(owner, 1):
-            (job,) = await self.commits.submit(NewJobs([spec], owner))
+        with self._queue_room(owner, sizes):
+            (job,) = await self.commits.submit(NewJobs([spec], owner, spec_json=texts))
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
 
@@ -204,17 +221,21 @@ class Api:
         thread; the inserts and their one commit stay on the loop (group_commit.py)."""
         cap = self.config.max_jobs_per_submit
 
-        def parse() -> tuple[list[JobSpec], list[int], list[str]]:
+        most_bytes = self.config.max_spec_bytes
+
+        def parse() -> tuple[list[JobSpec], list[int], list[str], list[int]]:
             specs = parse_specs(request, cap)
-            return specs, judged_alike(specs), [spec.model_dump_json() for spec in specs]
+            texts = [spec.model_dump_json() for spec in specs]
+            sizes = check_spec_sizes(texts, most_bytes, listed=True)
+            return specs, judged_alike(specs), texts, sizes
 
         if len(request.body) <= PARSE_ON_LOOP_BYTES:
-            specs, firsts, texts = parse()
+            specs, firsts, texts, sizes = parse()
         else:
-            specs, firsts, texts = await anyio.to_thread.run_sync(parse)
+            specs, firsts, texts, sizes = await anyio.to_thread.run_sync(parse)
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
-        with self._queue_room(owner, len(specs)):
+        with self._queue_room(owner, sizes):
             jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
         self.control.submitted_many(jobs)
         waiting = dict(self.control.waiting)

@@ -121,6 +121,10 @@ class Store:
         self._db = conn
         self._path = path
         self._unfinished: dict[int, JobRow] = {}
+        # The stored size of each unfinished job's spec, and their sum per owner's uid: the
+        # byte budget of budgets.py, exact from start-up on since it is read from the store.
+        self._spec_sizes: dict[int, int] = {}
+        self._spec_bytes: Counter[int] = Counter()
         # Ended jobs by state, kept as they end and are removed: `GET /v1/health` reports
         # them, and counting 100,000 rows at each health check would hold the loop.
         self._ended_counts: Counter[tuple[str, str]] = Counter()  # (state, user) -> jobs
@@ -226,7 +230,7 @@ class Store:
             [str(s) for s in UNFINISHED],
         ):
             job = job_from(row)
-            self._unfinished[job.id] = job
+            self._keep(job, len(row["spec"].encode()))
         marks = ",".join("?" * len(TERMINAL))
         for state, user, count in self._db.execute(
             f"SELECT state, owner_user, count(*) FROM jobs WHERE state IN ({marks})"
@@ -235,9 +239,33 @@ class Store:
         ):
             self._ended_counts[str(state), str(user)] = int(count)
 
+    def _keep(self, job: JobRow, spec_size: int | None = None) -> None:
+        """Keep an unfinished job's row in memory; `spec_size`: its spec's stored size when
+        the spec is new (None: as it was)."""
+        self._unfinished[job.id] = job
+        if spec_size is not None:
+            self._spec_bytes[job.owner.uid] += spec_size - self._spec_sizes.get(job.id, 0)
+            self._spec_sizes[job.id] = spec_size
+
+    def _forget(self, job_id: int) -> JobRow | None:
+        """No longer keep a job in memory (it ended, or was removed); its row if it was."""
+        job = self._unfinished.pop(job_id, None)
+        size = self._spec_sizes.pop(job_id, None)
+        if job is not None and size is not None:
+            left = self._spec_bytes[job.owner.uid] - size
+            if left:
+                self._spec_bytes[job.owner.uid] = left
+            else:
+                del self._spec_bytes[job.owner.uid]
+        return job
+
+    def unfinished_spec_bytes(self, uid: int) -> int:
+        """What the specs of the user's unfinished jobs take as stored (from memory)."""
+        return self._spec_bytes.get(uid, 0)
+
     def _has_ended(self, job_id: int, state: JobState) -> None:
         """A job the store kept in memory has ended: counted, and no longer kept."""
-        job = self._unfinished.pop(job_id, None)
+        job = self._forget(job_id)
         if job is not None:
             self._ended_counts[str(state), job.owner.user] += 1
 
@@ -247,7 +275,7 @@ class Store:
         known = self._unfinished.get(job_id)
         job = job_from(row, spec if known is None else known.spec)
         if job.state in UNFINISHED:
-            self._unfinished[job_id] = job
+            self._keep(job)
         else:
             self._has_ended(job_id, job.state)
         return job
@@ -494,11 +522,12 @@ class Store:
         disk) raises DiskFull for all of them, with nothing changed, in the database or in
         memory: the jobs join those kept in memory only once they are durable."""
         results: list[list[JobRow] | Exception] = []
+        stored: list[tuple[list[JobRow], list[int]]] = []
         with self._tx():
             for submission in submissions:
                 self._db.execute("SAVEPOINT submission")
                 try:
-                    rows = self._insert(submission, now)
+                    rows, sizes = self._insert(submission, now)
                 except sqlite3.Error as exc:
                     self._db.execute("ROLLBACK TO submission")
                     self._db.execute("RELEASE submission")
@@ -506,12 +535,13 @@ class Store:
                     continue
                 self._db.execute("RELEASE submission")
                 results.append(rows)
-        for result in results:
-            if isinstance(result, list):
-                self._unfinished.update((job.id, job) for job in result)
+                stored.append((rows, sizes))
+        for rows, sizes in stored:
+            for job, size in zip(rows, sizes, strict=True):
+                self._keep(job, size)
         return results
 
-    def _insert(self, submission: NewJobs, now: float) -> list[JobRow]:
+    def _insert(self, submission: NewJobs, now: float) -> tuple[list[JobRow], list[int]]:
         """The rows of one submission, inside the caller's transaction: the jobs with
         executemany, one event row each, and the rows built from what was written rather
         than read back one by one (a sweep of 10,000 is one request)."""
@@ -545,7 +575,7 @@ class Store:
             " VALUES (?,?,NULL,?,'submitted')",
             ((now, job_id, pending) for job_id in ids),
         )
-        return [
+        rows = [
             JobRow(
                 id=job_id,
                 name=spec.name,
@@ -568,6 +598,7 @@ class Store:
             )
             for job_id, spec in zip(ids, specs, strict=True)
         ]
+        return rows, [len(text.encode()) for text in texts]
 
     def transition(
         self,
@@ -811,13 +842,16 @@ class Store:
         row, in one transaction; Conflict if it started meanwhile."""
         with self._tx():
             self._pending_only(job_id, "changed")
+            text = spec.model_dump_json()
             self._db.execute(
                 "UPDATE jobs SET spec=?, priority=?, boost=? WHERE id=? AND state=?",
-                (spec.model_dump_json(), spec.priority, boost, job_id, str(JobState.PENDING)),
+                (text, spec.priority, boost, job_id, str(JobState.PENDING)),
             )
             self._event(job_id, now, JobState.PENDING, JobState.PENDING, reason)
         self._unfinished.pop(job_id, None)  # so that the new spec is the one kept
-        return self._refresh(job_id, spec)
+        job = self._refresh(job_id, spec)
+        self._keep(job, len(text.encode()))
+        return job
 
     def _load_drains(self) -> None:
         self._drains = {
@@ -882,5 +916,5 @@ class Store:
             self._db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
-        self._unfinished.pop(job_id, None)
+        self._forget(job_id)
         self._ended_counts[str(row[0]), str(row[1])] -= 1
