@@ -59,7 +59,13 @@ from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
 from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
 from trainqd.store import JobOwner, JobRow, NewJobs, Store
-from trainqd.streams import check_logs, event_lines, log_chunks
+from trainqd.streams import (
+    EVENTS_PRUNED_HEADER,
+    REPLAY_THREADS,
+    check_logs,
+    event_lines,
+    log_chunks,
+)
 from trainqd.submissions import (
     PARSE_ON_LOOP_BYTES,
     admit_all,
@@ -113,6 +119,7 @@ class Api:
     stopping: bool = False
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+    _replays: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _commits: GroupCommit | None = field(default=None, init=False, repr=False)
     # Jobs each user has in submissions not yet committed (max_unfinished_jobs_per_user).
     _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
@@ -369,8 +376,14 @@ class Api:
         since = request.query_int("since", None, min=0)
         if since is None:
             since = self.store.last_event_id()
-        chunks = event_lines(self.store, self.notifier, job_id, since)
-        return StreamResponse("application/x-ndjson", chunks)
+        if self._replays is None:
+            self._replays = anyio.CapacityLimiter(REPLAY_THREADS)
+        headers = []
+        pruned = self.store.events_pruned_before()
+        if since + 1 < pruned:  # what it asks for is partly gone: say so, not silently
+            headers.append((EVENTS_PRUNED_HEADER, str(pruned)))
+        chunks = event_lines(self.store, self.notifier, job_id, since, self._replays)
+        return StreamResponse("application/x-ndjson", chunks, headers=headers)
 
     async def gpus(self, request: Request) -> Response:
         holder = {

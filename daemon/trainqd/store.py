@@ -359,9 +359,12 @@ class Store:
         finally:
             db.close()
 
-    def _reader(self) -> sqlite3.Connection:
-        """A read-only connection of its own, for a worker thread (WAL: beside the writer)."""
-        return sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
+    def _reader(self, *, any_thread: bool = False) -> sqlite3.Connection:
+        """A read-only connection of its own, for a worker thread (WAL: beside the writer);
+        `any_thread`: for one that several worker threads use in turn."""
+        return sqlite3.connect(
+            f"{self._path.as_uri()}?mode=ro", uri=True, check_same_thread=not any_thread
+        )
 
     @staticmethod
     def _page(
@@ -432,6 +435,82 @@ class Store:
                 (job_id, since, limit),
             )
         return [event_from(r) for r in cur]
+
+    # -- the event history: paged replays and pruning (streams.py, event_pruning.py) -------
+
+    def event_reader(self) -> sqlite3.Connection:
+        """A read-only connection for `event_page` and `prunable_events` on worker threads,
+        used by one stream or one pruning pass at a time; the caller closes it."""
+        db = self._reader(any_thread=True)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @staticmethod
+    def event_page(
+        db: sqlite3.Connection, since: int, job_id: int | None, limit: int
+    ) -> tuple[list[EventRow], int]:
+        """Up to `limit` events after `since` (of one job, or all), and the id the next page
+        starts after: the last event's, or when the page is not full, the last event stored
+        then (a job's replay skips what it has already passed over)."""
+        where, args = ("id>?", [since])
+        if job_id is not None:
+            where, args = "job_id=? AND id>?", [job_id, since]
+        db.execute("BEGIN")  # the page and the last id from one snapshot
+        try:
+            rows = [
+                event_from(r)
+                for r in db.execute(
+                    "SELECT id, time, job_id, from_state, to_state, reason FROM events"
+                    f" WHERE {where} ORDER BY id LIMIT ?",
+                    [*args, limit],
+                )
+            ]
+            if len(rows) == limit:
+                return rows, rows[-1].id
+            (top,) = db.execute("SELECT max(id) FROM events").fetchone()
+            return rows, max(since, int(top or 0))
+        finally:
+            db.execute("COMMIT")
+
+    def events_pruned_before(self) -> int:
+        """The id before which the history keeps only each job's latest event (0: nothing
+        was pruned)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='events_pruned_before'")
+        found = row.fetchone()
+        return int(found[0]) if found else 0
+
+    @staticmethod
+    def event_cut(db: sqlite3.Connection, max_events: int, before: float | None) -> int:
+        """The last id a pruning pass may remove: past the newest `max_events` (0: no such
+        bound), or older than the time `before` (None: no such bound)."""
+        (top,) = db.execute("SELECT max(id) FROM events").fetchone()
+        cut = max(0, int(top or 0) - max_events) if max_events else 0
+        if before is not None:
+            (old,) = db.execute("SELECT max(id) FROM events WHERE time<?", (before,)).fetchone()
+            cut = max(cut, int(old or 0))
+        return cut
+
+    @staticmethod
+    def prunable_events(db: sqlite3.Connection, after: int, cut: int, limit: int) -> list[int]:
+        """Ids after `after`, up to `cut`, of events that are not their job's latest (which
+        is kept: `trainq wait` on an ended job reads its end there), oldest first."""
+        rows = db.execute(
+            "SELECT e.id FROM events e WHERE e.id>? AND e.id<=? AND EXISTS"
+            " (SELECT 1 FROM events n WHERE n.job_id=e.job_id AND n.id>e.id)"
+            " ORDER BY e.id LIMIT ?",
+            (after, cut, limit),
+        )
+        return [int(r[0]) for r in rows]
+
+    def prune_events(self, ids: Sequence[int], pruned_before: int) -> None:
+        """Delete the events `ids` (prunable_events') and record that the history before
+        `pruned_before` keeps only each job's latest event, in one short transaction."""
+        with self._tx():
+            self._db.executemany("DELETE FROM events WHERE id=?", [(i,) for i in ids])
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('events_pruned_before', ?)",
+                (str(max(pruned_before, self.events_pruned_before())),),
+            )
 
     def counts(self) -> dict[str, int]:
         """Jobs by state, from memory (no query: health checks ask often)."""
