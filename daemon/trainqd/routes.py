@@ -545,7 +545,9 @@ class Api:
                     QueryParam(
                         "since",
                         "integer",
-                        "replay stored events after this id (default: none)",
+                        "replay stored events after this id (default: none); older than "
+                        "the history kept, the Trainq-Events-Pruned-Before header says "
+                        "before which id only each job's latest event is kept",
                         minimum=0,
                     ),
                 ],
