@@ -56,6 +56,7 @@ def test_hyperparameters_become_strings() -> None:
         ({"image": "-v/etc:/x"}, "not an image reference"),
         (spec(max_runtime_seconds=0), "max_runtime_seconds"),
         (spec(working_dir="relative"), "must be an absolute path"),
+        (spec(working_dir="/" + "d" * 4096), "longer than 4096 characters"),
         (spec(command=[]), "command"),
         (spec(command=[""]), "program may not be empty"),
         (spec(command=["echo", "é" * 65_536]), "command argument 1 is longer than 131071"),

@@ -62,6 +62,7 @@ ENV_FILE_LINE_LIMIT = 64 * 1024 - 1
 # (each one a bind mount for a container job) is the administrator's (trainqd's
 # max_channels_per_job); the size of a whole spec too (max_spec_bytes).
 MAX_ENV_VARS = 1000
+MAX_PATH = 4096  # Linux's PATH_MAX, as a channel's source
 MAX_COMMAND_ARGS = 4096
 MAX_ARG_BYTES = 128 * 1024 - 1
 
@@ -203,6 +204,8 @@ class JobSpec(_Strict):
     @field_validator("working_dir")
     @classmethod
     def _working_dir(cls, value: str | None) -> str | None:
+        if value is not None and len(value) > MAX_PATH:
+            raise ValueError(f"working_dir is longer than {MAX_PATH} characters (PATH_MAX)")
         if value is not None and (not value.startswith("/") or "\0" in value):
             raise ValueError(f"working_dir {value!r} must be an absolute path")
         return value
