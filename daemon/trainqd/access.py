@@ -2,7 +2,9 @@
 
 Channel sources must be readable files or listable directories, and a working directory must
 be enterable, by the submitter: checked by `trainqd.pathcheck` in a child running with the
-submitter's credentials when trainqd is root, in-process otherwise. A refused channel never
+submitter's credentials when trainqd is root, in-process otherwise; either way within a
+deadline (the child's process group killed at it, children.py), and cancelled when the
+submitting client leaves. A refused channel never
 reaches the trainer, its FIFOs or its logs, because the job is never created.
 """
 
@@ -17,8 +19,14 @@ import anyio
 
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec
+from trainqd.children import ChildTimedOut, run_child
 from trainqd.identity import Account
 from trainqd.pathcheck import inspect_paths
+
+# The default of path_check_timeout_seconds: a check that opens a few paths takes
+# milliseconds, so this is met only by a path that blocks (a hung network filesystem, a
+# file under a lease, a check its submitter stopped).
+PATH_CHECK_TIMEOUT = 30.0
 
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 _CHECKER = [
@@ -31,17 +39,25 @@ _CHECKER = [
 ]
 
 
-async def _inspect_as(acct: Account, requests: dict[str, list[str]]) -> dict[str, str]:
+async def _inspect_as(
+    acct: Account, requests: dict[str, list[str]], deadline: float
+) -> dict[str, str]:
     if os.geteuid() != 0 or acct.uid == 0:
-        return inspect_paths(requests)
+        # In-process, off the event loop: a path on a hung filesystem blocks a thread alone.
+        with anyio.move_on_after(deadline):
+            return await anyio.to_thread.run_sync(inspect_paths, requests, abandon_on_cancel=True)
+        raise _timed_out(deadline)
     message = {"uid": acct.uid, "gid": acct.gid, "groups": list(acct.groups), "requests": requests}
-    done = await anyio.run_process(
-        _CHECKER,
-        input=json.dumps(message).encode(),
-        env={"LANG": "C.UTF-8"},
-        cwd="/",
-        check=False,
-    )
+    try:
+        done = await run_child(
+            _CHECKER,
+            deadline=deadline,
+            input=json.dumps(message).encode(),
+            env={"LANG": "C.UTF-8"},
+            cwd="/",
+        )
+    except ChildTimedOut:
+        raise _timed_out(deadline) from None
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip().splitlines()
         raise TrainqError(
@@ -52,14 +68,24 @@ async def _inspect_as(acct: Account, requests: dict[str, list[str]]) -> dict[str
     return result
 
 
-async def check_job_paths(spec: JobSpec, acct: Account) -> dict[str, str]:
-    """{channel name: "dir" | "file"}; InvalidSpec naming the first unusable path."""
+def _timed_out(deadline: float) -> InvalidSpec:
+    return InvalidSpec(
+        f"the job's paths could not be checked within {deadline:g} s "
+        "(path_check_timeout_seconds): one of them blocks when opened"
+    )
+
+
+async def check_job_paths(
+    spec: JobSpec, acct: Account, deadline: float = PATH_CHECK_TIMEOUT
+) -> dict[str, str]:
+    """{channel name: "dir" | "file"}; InvalidSpec naming the first unusable path, or saying
+    that the check did not end within `deadline` seconds (its child then killed)."""
     requests = {f"channel:{name}": [ch.source, "data"] for name, ch in spec.channels.items()}
     if spec.working_dir is not None:
         requests["workdir"] = [spec.working_dir, "workdir"]
     if not requests:
         return {}
-    found = await _inspect_as(acct, requests)
+    found = await _inspect_as(acct, requests, deadline)
     for key, verdict in found.items():
         if verdict in ("dir", "file"):
             continue

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
 from trainq.core.spec import JobSpec
-from trainqd.access import check_job_paths
+from trainqd.access import PATH_CHECK_TIMEOUT, check_job_paths
 from trainqd.authorization import Authorizer
 from trainqd.classes import JobClass, class_of
 from trainqd.engine import EngineName, find_engine
@@ -31,6 +31,7 @@ class HostFacts:
     # The administrator's classes (config.job_classes) and the one a job naming none gets.
     classes: Mapping[str, JobClass] = field(default_factory=lambda: {DEFAULT_CLASS: JobClass()})
     default_class: str = DEFAULT_CLASS
+    path_check_seconds: float = PATH_CHECK_TIMEOUT  # config.path_check_timeout_seconds
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -69,7 +70,7 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
         check_image(spec.image, host.allowed_images)
         if spec.run_as_root:
             authorizer.require_run_as_root(uid)
-    await check_job_paths(spec, account(uid))
+    await check_job_paths(spec, account(uid), host.path_check_seconds)
     return owner
 
 

@@ -155,6 +155,7 @@ class Api:
             allowed_images=tuple(self.config.allowed_images),
             classes=self.config.job_classes,
             default_class=self.config.default_class,
+            path_check_seconds=self.config.path_check_timeout_seconds,
         )
 
     # -- handlers ------------------------------------------------------------------------
