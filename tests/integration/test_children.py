@@ -1,4 +1,4 @@
-"""Children trainqd waits for end at their deadline, whole process group and all.
+"""Children trainqd (and a monitor) waits for end at their deadline, process group and all.
 
 Real processes: a child that ends in time is answered with its output and status; one that
 sleeps, one that SIGSTOPs itself and one whose grandchild holds its pipes open are killed at
@@ -8,6 +8,7 @@ the deadline, every process of their group with them, and the wait ends with one
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import anyio
@@ -16,6 +17,7 @@ import pytest
 from tests.helpers import wait_for
 
 from trainqd.children import ChildTimedOut, run_child
+from trainqd.monitor.container import run_bounded
 
 
 def _run(code: str, deadline: float) -> tuple[int, bytes, bytes]:
@@ -63,3 +65,16 @@ def test_a_child_past_its_deadline_is_killed_with_its_group(code: str) -> None:
 
     anyio.run(go)
     wait_for(lambda: not _alive_with(marker), timeout=10, what="the child's group to be gone")
+
+
+def test_an_engine_command_past_its_deadline_is_killed_with_its_group() -> None:
+    """The monitor's engine commands (inspect, rm) and trainqd's removal of a lost attempt's
+    container: standard library, blocking, the same rule."""
+    marker = f"trainq-test-engine-{os.getpid()}"
+    code = (
+        "import subprocess, sys; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', sys.argv[1]])"
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_bounded([sys.executable, "-c", code, marker], None, 2)
+    wait_for(lambda: not _alive_with(marker), timeout=10, what="the command's group to be gone")
