@@ -19,6 +19,7 @@ import anyio
 
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec
+from trainqd.api.departure import unless_client_leaves
 from trainqd.children import ChildTimedOut, run_child
 from trainqd.identity import Account
 from trainqd.pathcheck import inspect_paths
@@ -42,11 +43,22 @@ _CHECKER = [
 async def _inspect_as(
     acct: Account, requests: dict[str, list[str]], deadline: float
 ) -> dict[str, str]:
+    """The verdicts on `requests`; cancelled when the submitting client leaves."""
     if os.geteuid() != 0 or acct.uid == 0:
-        # In-process, off the event loop: a path on a hung filesystem blocks a thread alone.
-        with anyio.move_on_after(deadline):
-            return await anyio.to_thread.run_sync(inspect_paths, requests, abandon_on_cancel=True)
-        raise _timed_out(deadline)
+        return await unless_client_leaves(lambda: _inspect_here(requests, deadline))
+    return await unless_client_leaves(lambda: _inspect_in_child(acct, requests, deadline))
+
+
+async def _inspect_here(requests: dict[str, list[str]], deadline: float) -> dict[str, str]:
+    # Off the event loop: a path on a hung filesystem blocks a thread alone.
+    with anyio.move_on_after(deadline):
+        return await anyio.to_thread.run_sync(inspect_paths, requests, abandon_on_cancel=True)
+    raise _timed_out(deadline)
+
+
+async def _inspect_in_child(
+    acct: Account, requests: dict[str, list[str]], deadline: float
+) -> dict[str, str]:
     message = {"uid": acct.uid, "gid": acct.gid, "groups": list(acct.groups), "requests": requests}
     try:
         done = await run_child(

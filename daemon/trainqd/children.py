@@ -3,7 +3,7 @@
 A child trainqd waits on (the submit-time path check, which runs as the submitter; Slurm's
 commands, run as a job's owner) may be stopped or blocked by that user for as long as they
 like. Each runs in a session of its own; past its deadline, or when the wait is cancelled
-(the request's client left, api/departure.py), its whole process group is killed and the
+(a request whose client left, api/departure.py), its whole process group is killed and the
 wait ends: with `ChildTimedOut`, one line, at the deadline.
 """
 
@@ -17,8 +17,6 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
-
-from trainqd.api.departure import unless_client_leaves
 
 # How long a killed child is waited for; one stuck in the kernel (a hung NFS read) is left to
 # be reaped whenever it dies, without holding the caller.
@@ -49,8 +47,8 @@ async def run_child(
     extra_groups: Sequence[int] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run `argv` to its end (its output collected, never an error for its exit status);
-    ChildTimedOut after `deadline` seconds; ClientLeft when the request it serves is
-    abandoned by its client. Either way the child's process group is killed first."""
+    ChildTimedOut after `deadline` seconds. Then, or when the caller is cancelled, the
+    child's process group is killed first."""
     process = await anyio.open_process(
         list(argv),
         stdin=subprocess.PIPE,
@@ -75,7 +73,7 @@ async def run_child(
         raise ChildTimedOut(what or os.path.basename(argv[0]), deadline)
 
     try:
-        stdout, stderr, status = await unless_client_leaves(finish)
+        stdout, stderr, status = await finish()
     finally:  # on a deadline, an error or a cancellation alike
         if not finished:
             # Even when the child itself has exited: what it left in its group holds the

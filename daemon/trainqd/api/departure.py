@@ -20,7 +20,10 @@ import anyio
 
 T = TypeVar("T")
 
-_CLIENT: ContextVar[socket.socket | None] = ContextVar("trainq_client", default=None)
+# The client's socket and the task handling its request. Tasks started meanwhile copy the
+# variable (a stop's scancel, a Slurm hand-off), but their work is not the request's: only
+# the task that handles it is cancelled with it.
+_CLIENT: ContextVar[tuple[socket.socket, int] | None] = ContextVar("trainq_client", default=None)
 
 
 class ClientLeft(Exception):
@@ -31,7 +34,7 @@ class ClientLeft(Exception):
 @contextmanager
 def handling(raw: socket.socket) -> Iterator[None]:
     """Within the block, the request being handled is `raw`'s client's."""
-    token = _CLIENT.set(raw)
+    token = _CLIENT.set((raw, anyio.get_current_task().id))
     try:
         yield
     finally:
@@ -47,10 +50,11 @@ def peer_closed(sock: socket.socket) -> bool:
 
 async def unless_client_leaves(work: Callable[[], Awaitable[T]]) -> T:
     """`work()`'s result, or ClientLeft once the client of the request being handled has
-    left (`work` is then cancelled). Outside a request, `work()` alone."""
-    raw = _CLIENT.get()
-    if raw is None:
+    left (`work` is then cancelled). Outside the task handling a request, `work()` alone."""
+    client = _CLIENT.get()
+    if client is None or client[1] != anyio.get_current_task().id or client[0].fileno() < 0:
         return await work()
+    raw = client[0]
     left = False
     outcome: list[T] = []
     failure: Exception | None = None
