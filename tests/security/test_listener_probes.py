@@ -157,7 +157,7 @@ def test_a_flood_holds_a_bounded_number_of_descriptors(
             held.append(sock)
         # trainqd takes what it may; let it try for a moment, then count.
         wait_for(
-            lambda: _descriptors(daemon) >= before + MAX_SCRAPE_CONNECTIONS,
+            lambda: _descriptors(daemon) >= before + MAX_SCRAPE_CONNECTIONS // 2,
             timeout=10,
             what="trainqd to take its share of the flood",
         )
