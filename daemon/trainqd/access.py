@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -89,20 +90,48 @@ def _timed_out(deadline: float) -> InvalidSpec:
 
 async def check_job_paths(
     spec: JobSpec, acct: Account, deadline: float = PATH_CHECK_TIMEOUT
-) -> dict[str, str]:
-    """{channel name: "dir" | "file"}; InvalidSpec naming the first unusable path, or saying
-    that the check did not end within `deadline` seconds (its child then killed)."""
-    requests = {f"channel:{name}": [ch.source, "data"] for name, ch in spec.channels.items()}
-    if spec.working_dir is not None:
-        requests["workdir"] = [spec.working_dir, "workdir"]
+) -> None:
+    """InvalidSpec naming the first unusable path, or saying that the check did not end
+    within `deadline` seconds (its child then killed)."""
+    await check_paths_together({0: spec}, acct, deadline, numbered=False)
+
+
+async def check_paths_together(
+    specs: Mapping[int, JobSpec], acct: Account, deadline: float, *, numbered: bool = True
+) -> None:
+    """`check_job_paths` for several specs (a sweep's distinct ones, by their index in its
+    list) in one check, one child within one deadline, each path once: a list of specs holds
+    its request no longer than one spec does. The first problem is named with its spec's
+    index (`jobs[i]: `)."""
+    requests = {
+        key: path_and_need
+        for spec in specs.values()
+        for key, path_and_need in _requests_of(spec).items()
+    }
     if not requests:
-        return {}
+        return
     found = await _inspect_as(acct, requests, deadline)
-    for key, verdict in found.items():
-        if verdict in ("dir", "file"):
-            continue
-        if key == "workdir":
-            raise InvalidSpec(f"working directory {spec.working_dir} {verdict}")
-        name = key.split(":", 1)[1]
-        raise InvalidSpec(f"channel {name!r}: {spec.channels[name].source} {verdict}")
-    return {key.split(":", 1)[1]: v for key, v in found.items() if key.startswith("channel:")}
+    for index, spec in specs.items():
+        problem = _first_problem(spec, found)
+        if problem is not None:
+            raise InvalidSpec(f"jobs[{index}]: {problem}" if numbered else problem)
+
+
+def _requests_of(spec: JobSpec) -> dict[str, list[str]]:
+    """What to check of `spec`, keyed by what is checked (the same path and need, once)."""
+    wanted = [[ch.source, "data"] for ch in spec.channels.values()]
+    if spec.working_dir is not None:
+        wanted.append([spec.working_dir, "workdir"])
+    return {f"{need}:{path}": [path, need] for path, need in wanted}
+
+
+def _first_problem(spec: JobSpec, found: dict[str, str]) -> str | None:
+    for name, ch in spec.channels.items():
+        verdict = found[f"data:{ch.source}"]
+        if verdict not in ("dir", "file"):
+            return f"channel {name!r}: {ch.source} {verdict}"
+    if spec.working_dir is not None:
+        verdict = found[f"workdir:{spec.working_dir}"]
+        if verdict not in ("dir", "file"):
+            return f"working directory {spec.working_dir} {verdict}"
+    return None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
 from trainq.core.spec import JobSpec
-from trainqd.access import PATH_CHECK_TIMEOUT, check_job_paths
+from trainqd.access import PATH_CHECK_TIMEOUT, check_job_paths, check_paths_together
 from trainqd.authorization import Authorizer
 from trainqd.classes import JobClass, class_of
 from trainqd.engine import EngineName, find_engine
@@ -60,8 +60,11 @@ def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
         )
 
 
-async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> JobOwner:
-    """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden."""
+async def admit(
+    spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer, *, paths: bool = True
+) -> JobOwner:
+    """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden. Its paths
+    are checked too, unless `paths` is False (a list's, checked together by the caller)."""
     owner = authorizer.owner_for_submit(uid)
     check_gpus(spec, host)
     check_class(spec, uid, host, authorizer)
@@ -70,8 +73,14 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
         check_image(spec.image, host.allowed_images)
         if spec.run_as_root:
             authorizer.require_run_as_root(uid)
-    await check_job_paths(spec, account(uid), host.path_check_seconds)
+    if paths:
+        await check_job_paths(spec, account(uid), host.path_check_seconds)
     return owner
+
+
+async def admit_paths(specs: Mapping[int, JobSpec], uid: int, host: HostFacts) -> None:
+    """The paths of a list's distinct specs (by index), in one check within one deadline."""
+    await check_paths_together(specs, account(uid), host.path_check_seconds)
 
 
 def check_queue_room(user: str, unfinished: int, adding: int, most: int) -> None:
