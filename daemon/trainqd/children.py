@@ -62,26 +62,21 @@ async def run_child(
         extra_groups=extra_groups,
     )
 
-    finished = False
-
-    async def finish() -> tuple[bytes, bytes, int]:
-        nonlocal finished
+    outcome: tuple[bytes, bytes, int] | None = None
+    try:
         with anyio.move_on_after(deadline):
             outcome = await _communicate(process, input)
-            finished = True
-            return outcome
-        raise ChildTimedOut(what or os.path.basename(argv[0]), deadline)
-
-    try:
-        stdout, stderr, status = await finish()
     finally:  # on a deadline, an error or a cancellation alike
-        if not finished:
+        if outcome is None:
             # Even when the child itself has exited: what it left in its group holds the
             # pipes, and keeps the group's id from being reused.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
         with anyio.move_on_after(REAP_WAIT, shield=True):
             await process.aclose()
+    if outcome is None:
+        raise ChildTimedOut(what or os.path.basename(argv[0]), deadline)
+    stdout, stderr, status = outcome
     return subprocess.CompletedProcess(list(argv), status, stdout, stderr)
 
 
