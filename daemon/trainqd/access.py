@@ -4,8 +4,8 @@ Channel sources must be readable files or listable directories, and a working di
 be enterable, by the submitter: checked by `trainqd.pathcheck` in a child running with the
 submitter's credentials when trainqd is root, in-process otherwise; either way within a
 deadline (the child's process group killed at it, children.py), and cancelled when the
-submitting client leaves. A refused channel never
-reaches the trainer, its FIFOs or its logs, because the job is never created.
+submitting client leaves. A refused channel never reaches the trainer, its FIFOs or its
+logs, because the job is never created.
 """
 
 from __future__ import annotations

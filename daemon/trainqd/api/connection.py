@@ -1,10 +1,10 @@
 """One client connection of the API server: the h11 state machine from the first byte of a
 request to the last byte of its response, keep-alive, limits and timeouts, streams that end
-when their client goes away, and a request's waits on children ended when its client leaves
-(departure.py). Whatever one client does wrong costs it its connection and
-nothing else; a handler's crash costs one 500 and a traceback in the log. A stream holds one
-of its user's stream shares (quotas.py) for as long as it runs; a HEAD is answered without a
-body, and a stream's HEAD without starting the stream.
+when their client goes away, and a request's own waits that end when its client leaves
+(departure.py). Whatever one client does wrong costs it its connection and nothing else; a
+handler's crash costs one 500 and a traceback in the log. A stream holds one of its user's
+stream shares (quotas.py) for as long as it runs; a HEAD is answered without a body, and a
+stream's HEAD without starting the stream.
 """
 
 from __future__ import annotations
