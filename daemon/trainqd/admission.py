@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
 from trainq.core.spec import JobSpec
-from trainqd.access import check_job_paths
+from trainqd.access import PATH_CHECK_TIMEOUT, check_job_paths, check_paths_together
 from trainqd.authorization import Authorizer
 from trainqd.budgets import check_channels
 from trainqd.classes import JobClass, class_of
@@ -33,6 +33,7 @@ class HostFacts:
     classes: Mapping[str, JobClass] = field(default_factory=lambda: {DEFAULT_CLASS: JobClass()})
     default_class: str = DEFAULT_CLASS
     max_channels: int = 64  # trainqd's max_channels_per_job
+    path_check_seconds: float = PATH_CHECK_TIMEOUT  # config.path_check_timeout_seconds
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -61,8 +62,11 @@ def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
         )
 
 
-async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> JobOwner:
-    """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden."""
+async def admit(
+    spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer, *, paths: bool = True
+) -> JobOwner:
+    """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden. Its paths
+    are checked too, unless `paths` is False (a list's, checked together by the caller)."""
     owner = authorizer.owner_for_submit(uid)
     check_channels(spec, host.max_channels)
     check_gpus(spec, host)
@@ -72,8 +76,14 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
         check_image(spec.image, host.allowed_images)
         if spec.run_as_root:
             authorizer.require_run_as_root(uid)
-    await check_job_paths(spec, account(uid))
+    if paths:
+        await check_job_paths(spec, account(uid), host.path_check_seconds)
     return owner
+
+
+async def admit_paths(specs: Mapping[int, JobSpec], uid: int, host: HostFacts) -> None:
+    """The paths of a list's distinct specs (by index), in one check within one deadline."""
+    await check_paths_together(specs, account(uid), host.path_check_seconds)
 
 
 def check_queue_room(user: str, unfinished: int, adding: int, most: int) -> None:

@@ -126,6 +126,9 @@ class Config(BaseModel):
     # How long a client may take to send a whole request (and a new connection its first
     # one): a request dribbled in byte by byte is cut off with a 408.
     request_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
+    # How long the submit-time check of a job's paths (run as the submitter) may take; past it
+    # the check is killed and the submission refused with one line.
+    path_check_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
     # -- where jobs run (daemon/trainqd/slurm_backend.py) --
     # "local": on this host, under trainq's monitors. "slurm": every job is handed to Slurm
     # (sbatch as its owner) and followed with squeue every `slurm_poll_seconds`; the
@@ -136,6 +139,9 @@ class Config(BaseModel):
     # The Python with trainq that the nodes run each step with, as the job's owner (unset:
     # trainqd's own, which users must then be able to run).
     slurm_python: Path | None = None
+    # How long one sbatch, squeue or scancel (or the step's interpreter check) may take before
+    # it is killed, its process group too, and counted as failed.
+    slurm_command_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
     # How many processes (threads included) one user's jobs may have at once: a fork bomb in
     # a job then ends at this cap instead of taking every pid from trainqd and the other
     # users. The kernel's RLIMIT_NPROC for subprocess jobs (it counts all of the user's

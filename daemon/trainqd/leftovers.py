@@ -22,12 +22,14 @@ import psutil
 import structlog
 
 from trainqd.monitor import cgroup
+from trainqd.monitor.container import remove_argv_of, run_bounded
 from trainqd.monitor.mounts import release as release_mounts
 from trainqd.monitor.procfs import read_stat
 
 log = structlog.get_logger("trainqd.leftovers")
 
 CGROUP_KILL_WAIT = 30.0
+ENGINE_RM_TIMEOUT = 60.0
 
 
 def end_attempt_cgroup(ml_root: str, job_id: int, attempt: int) -> int:
@@ -88,12 +90,7 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
     if container is not None:
         engine_path, name = container
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(
-                [engine_path, "rm", "--force", name],
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
+            run_bounded(remove_argv_of(engine_path, name), None, ENGINE_RM_TIMEOUT)
     # Last, once the engine has stopped the container: the cgroup holds the engine's own
     # helpers (podman's conmon), without which it could not stop it cleanly.
     in_cgroup = end_attempt_cgroup(ml_root, job_id, attempt)

@@ -173,6 +173,7 @@ class Api:
             classes=self.config.job_classes,
             default_class=self.config.default_class,
             max_channels=self.config.max_channels_per_job,
+            path_check_seconds=self.config.path_check_timeout_seconds,
         )
 
     # -- handlers ------------------------------------------------------------------------

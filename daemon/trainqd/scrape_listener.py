@@ -3,27 +3,31 @@
 It answers `GET /metrics` (and its HEAD) with the same exposition as GET /v1/metrics and
 nothing else: no job records, logs, environments or reasons are reachable over TCP, and
 nothing can be changed. Each connection gets one response and is closed; a request must
-arrive whole within a few seconds, and only a few connections are served at once, so a
-scanner on the network cannot tie up the daemon.
+arrive whole within a few seconds and the whole exchange end within CONNECTION_TIMEOUT, and
+only MAX_CONNECTIONS are accepted at once (the others wait in the listen backlog), so a
+scanner, a probe that connects and closes, or a flood on the network cannot tie up or end
+the daemon.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import socket
 from collections.abc import Awaitable, Callable
 
 import anyio
 import h11
 import structlog
-from anyio.abc import SocketListener, SocketStream
 
+from trainqd.api.accepting import serve_connections
 from trainqd.config import listen_address
 from trainqd.metrics import CONTENT_TYPE
 
 log = structlog.get_logger("trainqd.scrape")
 
 REQUEST_TIMEOUT = 5.0
+# A connection's whole life, its answer included: a client that reads slowly is cut off too.
+CONNECTION_TIMEOUT = 15.0
 MAX_CONNECTIONS = 16
 MAX_REQUEST_BYTES = 16384
 
@@ -51,20 +55,28 @@ def bind_scrape_socket(text: str) -> socket.socket:
 
 
 async def serve_scrapes(sock: socket.socket, exposition: Callable[[], Awaitable[bytes]]) -> None:
-    """Serve scrapers on `sock` until cancelled."""
-    limiter = anyio.CapacityLimiter(MAX_CONNECTIONS)
-    listener = await SocketListener.from_socket(sock)
+    """Serve scrapers on `sock` until cancelled: at most MAX_CONNECTIONS at once, each within
+    CONNECTION_TIMEOUT, and none of them able to end the daemon (api/accepting.py)."""
 
-    async def handle(stream: SocketStream) -> None:
-        async with stream, limiter:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await _answer(stream, exposition)
+    def admit(raw: socket.socket) -> Callable[[], Awaitable[None]]:
+        return functools.partial(_serve_one, raw, exposition)
 
-    async with listener:
-        await listener.serve(handle)
+    await serve_connections(sock, admit, on_error=_log_failure, most=MAX_CONNECTIONS)
 
 
-async def _answer(stream: SocketStream, exposition: Callable[[], Awaitable[bytes]]) -> None:
+def _log_failure(exc: BaseException) -> None:
+    log.warning("metrics listener", error=f"{type(exc).__name__}: {exc}")
+
+
+async def _serve_one(raw: socket.socket, exposition: Callable[[], Awaitable[bytes]]) -> None:
+    with anyio.move_on_after(CONNECTION_TIMEOUT):
+        try:
+            await _answer(raw, exposition)
+        except OSError:  # the client reset or stopped reading: nothing to tell it
+            return
+
+
+async def _answer(raw: socket.socket, exposition: Callable[[], Awaitable[bytes]]) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
     request: h11.Request | None = None
     with anyio.move_on_after(REQUEST_TIMEOUT):
@@ -74,10 +86,10 @@ async def _answer(stream: SocketStream, exposition: Callable[[], Awaitable[bytes
             except h11.RemoteProtocolError:
                 return
             if event is h11.NEED_DATA:
-                conn.receive_data(await stream.receive(MAX_REQUEST_BYTES))
+                conn.receive_data(await _receive(raw))
             elif isinstance(event, h11.Request):
                 request = event
-            else:
+            else:  # the client closed its end before a whole request
                 return
     if request is None:
         return
@@ -100,4 +112,22 @@ async def _answer(stream: SocketStream, exposition: Callable[[], Awaitable[bytes
     if method != "HEAD":
         data += conn.send(h11.Data(data=body))
     data += conn.send(h11.EndOfMessage())
-    await stream.send(data)
+    await _send_all(raw, data)
+
+
+async def _receive(raw: socket.socket) -> bytes:
+    """The next bytes the client sent; b"" at its end."""
+    while True:
+        try:
+            return raw.recv(MAX_REQUEST_BYTES)
+        except BlockingIOError:
+            await anyio.wait_readable(raw)
+
+
+async def _send_all(raw: socket.socket, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[raw.send(view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(raw)

@@ -56,6 +56,7 @@ from trainq.core.reasons import Wait, WaitReason
 from trainq.core.spec import JobSpec
 from trainq.core.states import ACTIVE, JobState
 from trainqd import engine
+from trainqd.children import run_child
 from trainqd.config import Config
 from trainqd.endings import AttemptEnds
 from trainqd.identity import Account, job_account
@@ -84,7 +85,6 @@ ENDED = frozenset(
         "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "REVOKED", "SPECIAL_EXIT",
     }
 )  # fmt: skip
-COMMAND_TIMEOUT = 60.0  # seconds an sbatch, squeue or scancel may take
 # Beyond a stop's grace: the monitor kills the trainer when the grace ends and then writes its
 # record; only a step still there after this much more is cancelled outright.
 STOP_MARGIN = 10.0
@@ -125,6 +125,7 @@ class SlurmBackend:
         changed: Callable[[], None],
     ) -> None:
         self._config = config
+        self._command_timeout = config.slurm_command_timeout_seconds
         self._store = store
         self._dirs = dirs
         self._ends = ends
@@ -308,16 +309,15 @@ class SlurmBackend:
             return
         root = os.geteuid() == 0
         try:
-            with anyio.fail_after(COMMAND_TIMEOUT):
-                done = await anyio.run_process(
-                    [python, "-I", "-c", "import trainqd.run"],
-                    check=False,
-                    cwd="/",
-                    env=slurm_environment(),
-                    user=acct.uid if root else None,
-                    group=acct.gid if root else None,
-                    extra_groups=list(acct.groups) if root else None,
-                )
+            done = await run_child(
+                [python, "-I", "-c", "import trainqd.run"],
+                deadline=self._command_timeout,
+                cwd="/",
+                env=slurm_environment(),
+                user=acct.uid if root else None,
+                group=acct.gid if root else None,
+                extra_groups=list(acct.groups) if root else None,
+            )
         except OSError as exc:
             said = exc.strerror or str(exc)
         else:
@@ -351,25 +351,24 @@ class SlurmBackend:
             "USER": acct.user,
             "LOGNAME": acct.user,
         }
-        with anyio.fail_after(COMMAND_TIMEOUT):
-            done = await anyio.run_process(
-                # Retries are trainq's: a node failure ends the attempt (lost), not a requeue.
-                [
-                    "sbatch",
-                    "--parsable",
-                    "--no-requeue",
-                    f"--output={out}",
-                    f"--error={out}",
-                    *flags,  # over the script's own #SBATCH lines
-                ],
-                input=script.encode(),
-                check=False,
-                cwd=attempt_dir,
-                env=env,
-                user=acct.uid if root else None,
-                group=acct.gid if root else None,
-                extra_groups=list(acct.groups) if root else None,
-            )
+        done = await run_child(
+            # Retries are trainq's: a node failure ends the attempt (lost), not a requeue.
+            [
+                "sbatch",
+                "--parsable",
+                "--no-requeue",
+                f"--output={out}",
+                f"--error={out}",
+                *flags,  # over the script's own #SBATCH lines
+            ],
+            deadline=self._command_timeout,
+            input=script.encode(),
+            cwd=attempt_dir,
+            env=env,
+            user=acct.uid if root else None,
+            group=acct.gid if root else None,
+            extra_groups=list(acct.groups) if root else None,
+        )
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip().splitlines()
             raise RuntimeError(said[-1] if said else f"sbatch exited {done.returncode}")
@@ -470,18 +469,17 @@ class SlurmBackend:
         return states
 
     async def _squeue(self, ids: list[int]) -> dict[int, str] | None:
-        with anyio.fail_after(COMMAND_TIMEOUT):
-            done = await anyio.run_process(
-                [
-                    "squeue",
-                    "--noheader",
-                    "--states=all",
-                    f"--jobs={','.join(map(str, ids))}",
-                    "--format=%i %T",
-                ],
-                check=False,
-                env=slurm_environment(),
-            )
+        done = await run_child(
+            [
+                "squeue",
+                "--noheader",
+                "--states=all",
+                f"--jobs={','.join(map(str, ids))}",
+                "--format=%i %T",
+            ],
+            deadline=self._command_timeout,
+            env=slurm_environment(),
+        )
         said = done.stderr.decode(errors="replace").strip()
         if done.returncode != 0 and "Invalid job id" not in said:
             log.warning("squeue failed; asking again at the next poll", error=said[-500:])
@@ -499,16 +497,15 @@ class SlurmBackend:
         name anyone's Slurm job; Slurm lets the owner act on their own jobs alone."""
         acct = job_account(self._store.get(job_id).owner)
         root = os.geteuid() == 0  # else trainqd runs as the owner already: nothing to switch
-        with anyio.fail_after(COMMAND_TIMEOUT):
-            done = await anyio.run_process(
-                ["scancel", *flags, str(slurm_id)],
-                check=False,
-                cwd="/",
-                env={**slurm_environment(), "USER": acct.user, "LOGNAME": acct.user},
-                user=acct.uid if root else None,
-                group=acct.gid if root else None,
-                extra_groups=list(acct.groups) if root else None,
-            )
+        done = await run_child(
+            ["scancel", *flags, str(slurm_id)],
+            deadline=self._command_timeout,
+            cwd="/",
+            env={**slurm_environment(), "USER": acct.user, "LOGNAME": acct.user},
+            user=acct.uid if root else None,
+            group=acct.gid if root else None,
+            extra_groups=list(acct.groups) if root else None,
+        )
         if done.returncode != 0:
             said = done.stderr.decode(errors="replace").strip()
             log.warning("scancel failed", slurm_job=slurm_id, flags=flags, error=said[-500:])

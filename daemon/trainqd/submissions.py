@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from trainq.core.errors import InvalidRequest, InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec, describe_validation_error
-from trainqd.admission import HostFacts, admit
+from trainqd.admission import HostFacts, admit, admit_paths
 from trainqd.api.routing import Request
 from trainqd.authorization import Authorizer
 from trainqd.store import JobOwner
@@ -82,9 +82,11 @@ async def admit_all(
     owner: JobOwner | None = None
     for index in firsts:
         try:
-            owner = await admit(specs[index], uid, host, authorizer)
+            owner = await admit(specs[index], uid, host, authorizer, paths=False)
         except TrainqError as exc:
             error = type(exc)(f"jobs[{index}]: {exc.message}")
             raise error from None
     assert owner is not None  # a list is never empty here
+    # All their paths in one check: one child, one deadline, however many specs.
+    await admit_paths({index: specs[index] for index in firsts}, uid, host)
     return owner

@@ -148,7 +148,7 @@ class Engine:
             wait_for(lambda: not self.job_containers(), timeout=3, what="containers to go")
         names = list(self.job_containers())
         if names:
-            done = self.run("rm", "--force", "--time", "0", *names)
+            done = self.run("rm", "--force", "--volumes", "--time", "0", *names)
             assert done.returncode == 0, done.stderr
 
 

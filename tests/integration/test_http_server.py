@@ -26,13 +26,14 @@ from typing import Any, BinaryIO
 import anyio
 import httpx
 import pytest
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import BaseModel, ConfigDict, Field
 from tests.helpers import wait_for
 
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
+from trainqd.api.departure import ClientLeft, unless_client_leaves
 from trainqd.api.listener import bind_unix_socket
 from trainqd.api.routing import QueryParam, Request, Response, Route, Router, StreamResponse
 from trainqd.api.server import ServerLimits, serve
@@ -85,8 +86,17 @@ class StreamProbe:
 
 
 @dataclass
+class Departing:
+    started: threading.Event = field(default_factory=threading.Event)
+    work_ended: threading.Event = field(default_factory=threading.Event)
+    beside: list[str] = field(default_factory=list)  # what became of the task it started
+
+
+@dataclass
 class Toy:
     probes: dict[str, StreamProbe] = field(default_factory=dict)
+    background: TaskGroup | None = None  # the server's lifetime, as the scheduler's group
+    departing: Departing = field(default_factory=Departing)
 
     async def echo(self, request: Request) -> Response:
         return Response(
@@ -137,6 +147,29 @@ class Toy:
     async def nothing(self, request: Request) -> Response:
         return Response(204)
 
+    async def wait_on_client(self, request: Request) -> Response:
+        """Work that waits until its client leaves, beside a task it started (as a stop
+        starts its scancel) that waits for the request's work to end."""
+        seen = self.departing
+        ended = anyio.Event()
+        assert self.background is not None
+        self.background.start_soon(self._beside, ended)
+        seen.started.set()
+        try:
+            await unless_client_leaves(anyio.sleep_forever)
+        finally:
+            seen.work_ended.set()
+            ended.set()
+        return Response(204)
+
+    async def _beside(self, ended: anyio.Event) -> None:
+        try:
+            await unless_client_leaves(ended.wait)
+        except ClientLeft:
+            self.departing.beside.append("cancelled")
+        else:
+            self.departing.beside.append("done")
+
     async def stream(self, request: Request) -> StreamResponse:
         probe = self.probes[request.params["name"]]
         if request.query_bool("flood"):
@@ -160,6 +193,7 @@ class Toy:
                 Route("GET", "/v1/not-a-response", self.not_a_response, "bad"),
                 Route("GET", "/v1/unserializable", self.unserializable, "bad"),
                 Route("DELETE", "/v1/nothing", self.nothing, "no content"),
+                Route("GET", "/v1/wait-on-client", self.wait_on_client, "departure"),
                 Route("GET", "/v1/slow", self.slow, "slow", query=[QueryParam("ms", "integer")]),
                 Route("GET", "/v1/streams/{name}", self.stream, "stream", query=stream_query),
             ]
@@ -225,13 +259,15 @@ def running_server(limits: ServerLimits | None = None) -> Iterator[Harness]:
         # that died unobserved) fails the test that caused it.
         asyncio.get_running_loop().set_exception_handler(lambda _, ctx: loop_errors.append(ctx))
         try:
-            await serve(
-                sock,
-                toy.router(),
-                task_status=task_status,
-                limits=limits or ServerLimits(),
-                on_error=on_error,
-            )
+            async with anyio.create_task_group() as background:
+                toy.background = background
+                await serve(
+                    sock,
+                    toy.router(),
+                    task_status=task_status,
+                    limits=limits or ServerLimits(),
+                    on_error=on_error,
+                )
         finally:
             stopped.set()
 
@@ -836,3 +872,31 @@ def test_cancelling_serve_closes_everything_promptly() -> None:
             for sock in socks:
                 sock.close()
     assert elapsed < 1.0, f"shutdown took {elapsed:.3f} s"
+
+
+def test_a_request_whose_client_left_is_cancelled_and_nothing_else(server: Harness) -> None:
+    """The handler's work stops when its client hangs up; a task it started, which outlives
+    the request, is not the request's and goes on."""
+    seen = server.toy.departing
+    with server.raw() as sock:
+        sock.sendall(b"GET /v1/wait-on-client HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert seen.started.wait(10)
+    wait_for(seen.work_ended.is_set, timeout=10, what="the request's work to be cancelled")
+    wait_for(lambda: seen.beside, timeout=10, what="the task it started to end")
+    assert seen.beside == ["done"]
+    assert server.errors == []
+    with server.client() as client:  # and the server goes on
+        assert client.delete("/v1/nothing").status_code == 204
+
+
+def test_a_half_closed_client_still_gets_its_answer(server: Harness) -> None:
+    """A client that shut down its writing end only is still there to read: its request's
+    work goes on to the answer."""
+    with server.raw() as sock:
+        sock.sendall(b"GET /v1/slow?ms=300 HTTP/1.1\r\nHost: t\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert b'"slept":true' in answer.replace(b" ", b"")

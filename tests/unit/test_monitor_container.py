@@ -32,7 +32,9 @@ def test_engine_commands() -> None:
     assert container.stop_argv(DOCKER, 2.1)[2:4] == ["-t", "3"]  # never cut short
     assert container.stop_argv(DOCKER, 0)[2:4] == ["-t", "0"]
     assert container.kill_argv(PODMAN) == ["/usr/bin/podman", "kill", "trainq-7-1"]
-    assert container.remove_argv(DOCKER) == ["/usr/bin/docker", "rm", "-f", "trainq-7-2"]
+    assert container.remove_argv(DOCKER) == [
+        "/usr/bin/docker", "rm", "--force", "--volumes", "trainq-7-2"
+    ]  # fmt: skip
     assert container.inspect_argv(PODMAN) == [
         "/usr/bin/podman", "inspect", "--type", "container",
         "--format", "{{json .State}}", "trainq-7-1",

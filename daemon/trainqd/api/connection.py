@@ -1,16 +1,16 @@
 """One client connection of the API server: the h11 state machine from the first byte of a
 request to the last byte of its response, keep-alive, limits and timeouts, streams that end
-when their client goes away. Whatever one client does wrong costs it its connection and
-nothing else; a handler's crash costs one 500 and a traceback in the log. A stream holds one
-of its user's stream shares (quotas.py) for as long as it runs; a HEAD is answered without a
-body, and a stream's HEAD without starting the stream.
+when their client goes away, and a request's own waits that end when its client leaves
+(departure.py). Whatever one client does wrong costs it its connection and nothing else; a
+handler's crash costs one 500 and a traceback in the log. A stream holds one of its user's
+stream shares (quotas.py) for as long as it runs; a HEAD is answered without a body, and a
+stream's HEAD without starting the stream.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import select
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +21,7 @@ import h11
 from anyio.abc import SocketStream
 
 from trainq.core.errors import Busy, InvalidRequest, PayloadTooLarge, TrainqError
+from trainqd.api.departure import ClientLeft, handling, peer_closed
 from trainqd.api.limits import ServerLimits
 from trainqd.api.quotas import Occupancy
 from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
@@ -262,7 +263,8 @@ class Connection:
             route, request.params = self.router.match(request.method, request.path)
             if request.query:
                 route.check_query(request.query)
-            result = await route.handler(request)
+            with handling(self.raw):
+                result = await route.handler(request)
             if isinstance(result, StreamResponse):
                 await self._stream(request, result)
                 return
@@ -270,6 +272,8 @@ class Connection:
             head, body = json_response(response.status, response.body, response.headers)
         except _PeerGone:
             raise
+        except ClientLeft:  # its work was cancelled; nobody is left to answer
+            raise _PeerGone from None
         except Exception as exc:
             if self.h11.our_state is not h11.SEND_RESPONSE:
                 raise  # a response is already under way: no status left to change
@@ -373,7 +377,7 @@ class Connection:
         while True:
             data = await self._receive()
             if not data:
-                if _peer_closed(self.raw):
+                if peer_closed(self.raw):
                     self.hung_up = True
                     scope.cancel()
                 else:  # only half-closed: it still reads, so the stream goes on
@@ -421,13 +425,6 @@ def _as_trainq_error(exc: BaseException) -> TrainqError | None:
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     return exc if isinstance(exc, TrainqError) else None
-
-
-def _peer_closed(sock: socket.socket) -> bool:
-    """True once the peer has closed its end entirely, not just shut down its writing."""
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
 async def _close_chunks(

@@ -5,23 +5,26 @@ hand handlers a `Caller` nobody can forge. Each connection is one task in the se
 group and serves requests one after another (keep-alive; see connection.py). Cancelling
 `serve()` closes the listener and every connection, streams included.
 
-Accepting never waits on any one client: the loop accepts whatever the kernel has queued,
-answers a connection over its user's share (quotas.py) with a `busy` 503 written straight
-into the fresh socket's empty buffer, and hands every other one to a task of its own. So a
-user who holds connections, streams or half-sent requests fills their own share and nothing
-else: the listen backlog keeps moving for everybody.
+Accepting never waits on any one client (accepting.py, shared with the metrics listener):
+it accepts whatever the kernel has queued, answers a connection over its user's share
+(quotas.py) with a `busy` 503 written straight into the fresh socket's empty buffer, and
+hands every other one to a task of its own. So a user who holds connections, streams or
+half-sent requests fills their own share and nothing else: the listen backlog keeps moving
+for everybody.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import functools
 import socket
+from collections.abc import Awaitable, Callable
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus, UNIXSocketStream
+from anyio.abc import TaskStatus, UNIXSocketStream
 
 from trainq.core.errors import Busy
+from trainqd.api.accepting import serve_connections
 from trainqd.api.connection import (
     Connection,
     OnError,
@@ -38,11 +41,6 @@ DEFAULT_LIMITS = ServerLimits()
 
 __all__ = ["OnError", "ServerLimits", "log_error", "peer_caller", "serve"]
 
-# Running out of descriptors is a passing condition; wait for connections to end, keep serving.
-_TRANSIENT_ACCEPT_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-# Connections accepted in one go before the loop lets other tasks run.
-_ACCEPT_BATCH = 64
-_PAUSE_WHEN_OUT_OF_DESCRIPTORS = 0.1
 # What a refused client may have sent already, read and dropped (never waited for).
 _DRAIN_READS = 4
 _DRAIN_SIZE = 65536
@@ -61,54 +59,24 @@ async def serve(
     `task_status.started()` is called once connections are being accepted. `on_error` gets
     every failure that is not the caller's doing, with its traceback (`request` is None when
     no request was at hand); callers see only a 500 that points at the log."""
-    sock.setblocking(False)
     occupancy = Occupancy(limits)
-    try:
-        async with anyio.create_task_group() as tg:
-            task_status.started()
-            while True:
-                await anyio.wait_readable(sock)
-                if not _accept_queued(sock, tg, router, limits, on_error, occupancy):
-                    await anyio.sleep(_PAUSE_WHEN_OUT_OF_DESCRIPTORS)
-    finally:
-        anyio.notify_closing(sock)
-        sock.close()
 
-
-def _accept_queued(  # noqa: PLR0917 (the server's state, passed along as it is)
-    sock: socket.socket,
-    tg: TaskGroup,
-    router: Router,
-    limits: ServerLimits,
-    on_error: OnError,
-    occupancy: Occupancy,
-) -> bool:
-    """Accept what the kernel has queued, without awaiting anything; False when the process
-    is out of descriptors (or memory) and accepting should pause."""
-    for _ in range(_ACCEPT_BATCH):
-        try:
-            raw, _ = sock.accept()
-        except BlockingIOError:
-            return True
-        except OSError as exc:
-            if exc.errno in _TRANSIENT_ACCEPT_ERRORS:
-                report_error(on_error, None, exc)
-                return False
-            if exc.errno == errno.ECONNABORTED:
-                continue
-            raise
-        raw.setblocking(False)
+    def admit(raw: socket.socket) -> Callable[[], Awaitable[None]] | None:
         try:
             caller = peer_caller(raw)
         except OSError:
             raw.close()
-            continue
+            return None
         refusal = occupancy.admit(caller.uid)
         if refusal is not None:
             _refuse(raw, refusal)
-            continue
-        tg.start_soon(_serve_connection, raw, caller, router, limits, on_error, occupancy)
-    return True
+            return None
+        return functools.partial(
+            _serve_connection, raw, caller, router, limits, on_error, occupancy
+        )
+
+    task_status.started()
+    await serve_connections(sock, admit, on_error=functools.partial(report_error, on_error, None))
 
 
 def _refuse(raw: socket.socket, error: Busy) -> None:

@@ -16,13 +16,20 @@ attempts run without --rm so that inspect can still answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
+import signal
 import time
+from typing import TYPE_CHECKING
 
 from trainqd.monitor.outcome import Ending
 from trainqd.monitor.records import ContainerLaunch
+
+if TYPE_CHECKING:  # imported where used: only at the end of a container attempt
+    import subprocess
 
 # 125-127 from an engine that could not run the container, or from the trainer itself; and 1,
 # which the docker CLI gives against podman's Docker-compatible service when the container
@@ -75,7 +82,38 @@ def inspect_argv(c: ContainerLaunch) -> list[str]:
 
 
 def remove_argv(c: ContainerLaunch) -> list[str]:
-    return [c.engine_path, "rm", "-f", c.name]
+    return remove_argv_of(c.engine_path, c.name)
+
+
+def remove_argv_of(engine_path: str, name: str) -> list[str]:
+    # --volumes: the anonymous volumes of the image's VOLUMEs go with it (both engines),
+    # or every run would leave one behind, out of reach of `trainq rm` and retention.
+    return [engine_path, "rm", "--force", "--volumes", name]
+
+
+def run_bounded(
+    argv: list[str], env: dict[str, str] | None, timeout: float
+) -> subprocess.CompletedProcess[bytes]:
+    """`argv`'s exit status and output, within `timeout` seconds: past it the command is
+    killed with its whole process group (an engine's helpers too), then TimeoutExpired."""
+    import subprocess  # noqa: PLC0415 (only at the end of a container attempt)
+
+    with subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def parse_state(text: str) -> ContainerState | None:
@@ -127,14 +165,7 @@ def inspect(c: ContainerLaunch, env: dict[str, str]) -> ContainerState | None:
     import subprocess  # noqa: PLC0415 (only at the end of a container attempt)
 
     try:
-        done = subprocess.run(
-            inspect_argv(c),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=INSPECT_TIMEOUT,
-            check=False,
-        )
+        done = run_bounded(inspect_argv(c), env, INSPECT_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0:
@@ -143,21 +174,14 @@ def inspect(c: ContainerLaunch, env: dict[str, str]) -> ContainerState | None:
 
 
 def remove(c: ContainerLaunch, env: dict[str, str]) -> str | None:
-    """`ENGINE rm -f NAME`, REMOVE_DELAY after it is called (by the monitor's detached child,
-    once the exit record is written); a line for the log if it failed, else None."""
+    """`ENGINE rm --force --volumes NAME`, REMOVE_DELAY after it is called (by the monitor's
+    detached child, once the exit record is written); a line for the log if it failed, else
+    None."""
     time.sleep(REMOVE_DELAY)
     import subprocess  # noqa: PLC0415 (only at the end of a container attempt)
 
     try:
-        done = subprocess.run(
-            remove_argv(c),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            timeout=REMOVE_TIMEOUT,
-            check=False,
-        )
+        done = run_bounded(remove_argv(c), env, REMOVE_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"cannot remove container {c.name}: {exc}"
     if done.returncode != 0:
