@@ -47,6 +47,7 @@ from trainq.core import __version__
 from trainq.core.errors import TrainqError
 from trainq.core.paths import SOCKET_ENV, client_socket
 from trainq.core.states import JobState
+from trainq.logs import parse_since
 from trainq.specfile import (
     parse_channel,
     parse_env,
@@ -133,6 +134,7 @@ STATE = _typed(_state, "state")
 ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
 SWEEP = _typed(parse_sweep, "KEY=V1,V2")
+SINCE = _typed(parse_since, "time")
 GPU_INDICES = _typed(_gpu_indices, "GPU indices")
 
 
@@ -335,14 +337,20 @@ def submit(
             "--wait", help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED"
         ),
     ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="with --wait: print the job's output as it is written"),
+    ] = False,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
+    if follow and sweep:
+        raise _UsageError("argument --follow: follows one job, not a --sweep", ctx)
     return _parsed(
         ctx, "submit", socket=socket, file=file, name=name, gpus=gpus, priority=priority,
         job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
-        engine=engine, workdir=workdir, wait=wait, json=json,
+        engine=engine, workdir=workdir, wait=wait or follow, follow=follow, json=json,
         command_argv=list(command_argv or []), sweep=list(sweep or []),
     )  # fmt: skip
 
@@ -419,15 +427,39 @@ def logs(
         int | None,
         typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
     ] = None,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "-n",
+            "--tail",
+            metavar="N",
+            parser=COUNT,
+            help="only the last N lines (with -f: 10 unless given)",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="WHEN",
+            parser=SINCE,
+            help="only what was written since: 10m, 2h, 1d ago, or a time (2026-05-01T12:00)",
+        ),
+    ] = None,
+    timestamps: Annotated[
+        bool,
+        typer.Option("-t", "--timestamps", help="each line with its time and its stream"),
+    ] = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Print a job's output, byte for byte (both streams unless --stdout or --stderr)."""
+    """Print a job's output: both streams in the order they were written (unless --stdout
+    or --stderr), byte for byte."""
     if stdout and stderr:
         raise _UsageError("argument --stderr: not allowed with argument --stdout", ctx)
     stream = "stdout" if stdout else "stderr" if stderr else "both"
     return _parsed(
-        ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt
-    )
+        ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt,
+        tail=tail, since=since, timestamps=timestamps,
+    )  # fmt: skip
 
 
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)

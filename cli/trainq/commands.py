@@ -90,6 +90,10 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     ctx.print(pretty_json(job) if args.json else str(job["id"]))
     if not args.wait:
         return 0
+    if getattr(args, "follow", False):  # its output until it ends, then how it ended
+        from trainq.logs import print_logs  # noqa: PLC0415
+
+        print_logs(ctx, client, int(job["id"]), {"follow": True, "stream": "both"})
     return wait_until_ended(ctx, client, int(job["id"]))
 
 
@@ -165,15 +169,10 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def logs(ctx: Context, args: argparse.Namespace) -> int:
-    """GET /v1/jobs/{id}/logs: the attempt's output, byte for byte, as it arrives."""
-    query: dict[str, Any] = {"follow": args.follow, "stream": args.stream}
-    if args.attempt is not None:
-        query["attempt"] = args.attempt
-    out = ctx.stdout_bytes()
-    with ctx.client().stream("GET", _job_path(args.job, "/logs"), query) as chunks:
-        for chunk in chunks:
-            out.write(chunk)
-            out.flush()
+    """GET /v1/jobs/{id}/logs: the attempt's output as it arrives (trainq.logs)."""
+    from trainq.logs import print_logs, query_for  # noqa: PLC0415
+
+    print_logs(ctx, ctx.client(), args.job, query_for(args, ctx.now()))
     return 0
 
 
