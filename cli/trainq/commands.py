@@ -112,15 +112,28 @@ def wait(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def stop(ctx: Context, args: argparse.Namespace) -> int:
-    """POST /v1/jobs/{id}/stop; prints the state the job is in now (STOPPING or STOPPED)."""
+    """POST /v1/jobs/{id}/stop; prints the state the job is in now (STOPPING or STOPPED),
+    after its id when there are several."""
+    from trainq.selection import Filters, each, filters_of, jobs_to_act_on  # noqa: PLC0415
+
     body = {} if args.grace is None else {"grace_seconds": args.grace}
-    if getattr(args, "group", None) is not None:
+    jobs = list(getattr(args, "jobs", None) or [])
+    filters = filters_of(args)
+    if not jobs and filters.group is not None and filters == Filters(group=filters.group):
         from trainq import groups  # noqa: PLC0415
 
-        return groups.stop_group(ctx, args.group, body)
-    _, job = ctx.client().request("POST", _job_path(args.job, "/stop"), json=body)
-    ctx.print(str(job.get("state", "?")))
-    return 0
+        return groups.stop_group(ctx, filters.group, body)
+    client = ctx.client()
+    if len(jobs) == 1 and not filters.given():
+        _, job = client.request("POST", _job_path(jobs[0], "/stop"), json=body)
+        ctx.print(str(job.get("state", "?")))
+        return 0
+
+    def act(job_id: int) -> str:
+        _, job = client.request("POST", _job_path(job_id, "/stop"), json=body)
+        return f"{job_id} {job.get('state', '?')}"
+
+    return each(ctx, jobs_to_act_on(ctx, args), act)
 
 
 def ls(ctx: Context, args: argparse.Namespace) -> int:
