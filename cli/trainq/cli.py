@@ -457,10 +457,14 @@ def show(
     ctx: typer.Context,
     job: AnyJob,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
+    all_fields: Annotated[
+        bool, typer.Option("--all-fields", help="every field, those not set too")
+    ] = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Everything about one job: its state, spec and attempts."""
-    return _parsed(ctx, "show", socket=socket, job=job, json=json)
+    """One job: its state, spec and attempts (the fields that hold something unless
+    --all-fields)."""
+    return _parsed(ctx, "show", socket=socket, job=job, json=json, all_fields=all_fields)
 
 
 @app.command(short_help="print a job's output", context_settings=JOB_COMMAND)
@@ -725,15 +729,31 @@ def _argparse_command(
     """Register `name`, whose flags `add_parser(sub, common)` defines with argparse: typer
     hands it the rest of the line untouched (and `--help` too, which argparse answers)."""
 
-    def command(
-        ctx: typer.Context,
-        words: Annotated[list[str] | None, typer.Argument(metavar="ARGS")] = None,
-    ) -> argparse.Namespace:
+    def parsers() -> tuple[_Parser, _Parser]:
         common = _Parser(add_help=False)
         common.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH")
         parser = _Parser(prog=PROG)
         sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-        add_parser(sub, common)
+        return parser, add_parser(sub, common)
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
+        """The command's flags, and the choices of the flag just typed (`--to slurm`)."""
+        typed = ctx.params.get("words") or []
+        _, own = parsers()
+        if typed and typed[-1] in own._option_string_actions:
+            choices = own._option_string_actions[typed[-1]].choices or ()
+            return [str(choice) for choice in choices if str(choice).startswith(incomplete)]
+        if incomplete.startswith("-"):
+            return [flag for flag in own._option_string_actions if flag.startswith(incomplete)]
+        return []
+
+    def command(
+        ctx: typer.Context,
+        words: Annotated[
+            list[str] | None, typer.Argument(metavar="ARGS", autocompletion=complete)
+        ] = None,
+    ) -> argparse.Namespace:
+        parser, _ = parsers()
         args = parser.parse_args([name, *(words or [])])
         return _parsed(ctx, name, **_fields(args))
 
@@ -821,6 +841,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
     if not argv and COMPLETE_VAR not in os.environ:  # a shell asking completes with no argv
         sys.stderr.write(_short_usage())
         return USAGE
+    if {"--show-completion", "--install-completion"} & {word.split("=")[0] for word in argv}:
+        from trainq.completion import keep_our_order  # noqa: PLC0415
+
+        keep_our_order()
     command = typer.main.get_command(app)
     try:
         result = command.main(

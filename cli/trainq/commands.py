@@ -177,7 +177,8 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     from trainq.render import job_detail, options_for  # noqa: PLC0415 (rich)
 
-    ctx.print(job_detail(job, options_for(ctx.stdout, ctx.environ, ctx.now())))
+    opts = options_for(ctx.stdout, ctx.environ, ctx.now())
+    ctx.print(job_detail(job, opts, all_fields=getattr(args, "all_fields", True)))
     return 0
 
 

@@ -251,6 +251,8 @@ def test_show(stub: ApiStub, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith("Job 5  resnet-a\n")
     assert "/var/lib/trainq/jobs/5/ml" in out
     assert json.loads(trainq(stub, capsys, "show", "5", "--json")[1]) == RUNNING_JOB
+    everything = trainq(stub, capsys, "show", "5", "--all-fields")[1]
+    assert len(everything.splitlines()) > len(out.splitlines())
 
 
 def test_logs_streams_bytes(stub: ApiStub, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
