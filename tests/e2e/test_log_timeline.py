@@ -130,7 +130,9 @@ def test_follow_starts_from_the_last_lines(daemon: Daemon, tmp_path: Path) -> No
 
 
 def test_submit_wait_follow_prints_the_output_and_the_end(daemon: Daemon, tmp_path: Path) -> None:
-    script = "import sys; print('training'); print('oops', file=sys.stderr); sys.exit(3)"
+    script = (
+        "import sys; print('training', flush=True); print('oops', file=sys.stderr); sys.exit(3)"
+    )
     done = daemon.cli(
         "submit", "--wait", "--follow", "--max-retries", "0", "--", sys.executable, "-c", script,
         cwd=tmp_path,

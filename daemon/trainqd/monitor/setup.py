@@ -70,11 +70,12 @@ class Prepared:
     def start_trainer(self) -> int:
         """Open the output files and start the trainer in a process group of its own."""
         launch = self.launch
+        # The trainer writes into pipes; the monitor relays them to the files, stamped. The
+        # timeline comes first: a reader that finds stdout without it has an older attempt.
+        timeline_fd = _open_output(launch, TIMELINE, os.O_WRONLY)
         self.stdout_fd = _open_output(launch, STDOUT, os.O_WRONLY)
         # Readable too: the record's reason may be the tail of what the trainer wrote.
         self.stderr_fd = _open_output(launch, STDERR, os.O_RDWR)
-        # The trainer writes into pipes; the monitor relays them to the files, stamped.
-        timeline_fd = _open_output(launch, TIMELINE, os.O_WRONLY)
         self.relay = Relay(self.stdout_fd, self.stderr_fd, timeline_fd)
         trainer_stdout, trainer_stderr = self.relay.trainer_ends
         program = launch.argv[0] if launch.argv else ""
