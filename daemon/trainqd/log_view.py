@@ -160,28 +160,28 @@ class AttemptLog:
             self.streams = streams
 
     def _last_lines(self, wanted: int, total: int) -> tuple[int, int]:
-        """(piece, lines of it to leave out) where the last `wanted` lines begin."""
+        """(piece, lines of it to leave out) where the last `wanted` lines begin: just after
+        the newline that ends the line before them."""
         if wanted == 0:
             return total, 0
-        lines, scanned, end = 0, 0, total
-        last_open = True  # the very last line may lack its newline: it counts
+        remaining, scanned, end = wanted, 0, total
+        last = True  # the log's last piece: a newline that ends it starts no line
         while end > 0 and scanned < TAIL_SCAN_BYTES:
             start = max(0, end - BATCH)
             batch = self.pieces(start, end)
             for offset in range(len(batch) - 1, -1, -1):
                 piece = batch[offset]
-                if piece is None:
+                data = self.data(piece) if piece is not None else b""
+                if not data:
                     continue
-                data = self.data(piece)
                 scanned += len(data)
-                found = data.count(b"\n")
-                if last_open and data and not data.endswith(b"\n"):
-                    found += 1
-                if data:
-                    last_open = False
-                if lines + found >= wanted:
-                    return start + offset, lines + found - wanted
-                lines += found
+                newlines = data.count(b"\n")
+                if last:
+                    newlines -= data.endswith(b"\n")
+                    last = False
+                if newlines >= remaining:
+                    return start + offset, newlines - remaining + 1
+                remaining -= newlines
             end = start
         return end, 0
 
