@@ -25,7 +25,7 @@ from trainqd.monitor.timeline import CHUNK, RECORD, STDERR_ID, STDOUT_ID, TIMELI
 
 STREAM_NAMES = {STDOUT_ID: "stdout", STDERR_ID: "stderr"}
 STREAM_FILES = {STDOUT_ID: STDOUT, STDERR_ID: STDERR}
-TAIL_SCAN_BYTES = 64 << 20  # `tail` looks this far back at most
+TAIL_SCAN_BYTES = 16 << 20  # `tail` looks this far back at most
 BATCH = 256  # pieces read at once
 
 
