@@ -53,7 +53,8 @@ def check(jobs: list[int], filters: Filters) -> None:
         raise InvalidRequest("give job ids or filters, not both")
     if not jobs and not filters.given():
         raise InvalidRequest(
-            "the following arguments are required: JOB... (or filters: --state, --name, ...)"
+            "the following arguments are required: JOB... "
+            "(or filters: --group, --state, --name, ...)"
         )
     if filters.older_than is not None and not filters.ended:
         raise InvalidRequest("argument --older-than: goes with --ended")

@@ -148,7 +148,8 @@ USAGE_ERRORS = [
     ("ls --bogus", "ls: unrecognized arguments: --bogus"),
     (
         "hold",
-        "hold: the following arguments are required: JOB... (or filters: --state, --name, ...)",
+        "hold: the following arguments are required: JOB... "
+        "(or filters: --group, --state, --name, ...)",
     ),
     ("rm 3 x", "rm: argument JOB...: expected a job id (a whole number like 12), got 'x'"),
     ("update 3 --gpus two", "update: argument --gpus: expected a whole number, got 'two'"),
