@@ -594,7 +594,8 @@ class Client:
         self, *, job_id: int | None = None, since: int | None = None
     ) -> Iterator[EventRecord]:
         """State changes as they happen (of one job, or all you may see); `since=0` replays
-        the stored ones first. The iterator runs until you stop reading it."""
+        the stored ones first. One job's events end once it has ended; all jobs' run until
+        you stop reading them."""
         from trainq.core.wire import EventRecord  # noqa: PLC0415
 
         query: dict[str, QueryValue] = {"job": job_id, "since": since}
