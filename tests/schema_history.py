@@ -22,6 +22,11 @@ UNDO: dict[int, tuple[str, ...]] = {
             for column in ("group_id", "held_by", "boost", "preempted_count")
         ),
     ),
+    6: (
+        "DROP INDEX submit_tokens_created",
+        "DROP TABLE submit_tokens",
+        "DROP TABLE removed_totals",
+    ),
 }
 
 

@@ -384,6 +384,13 @@ def submit(
         typer.Option("--follow", help="with --wait: print the job's output as it is written"),
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TOKEN",
+            help="client token: the same TOKEN again returns the jobs it queued, not new ones",
+        ),
+    ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
     if follow and sweep:
@@ -393,6 +400,7 @@ def submit(
         job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait or follow, follow=follow, json=json,
+        token=token,
         command_argv=list(command_argv or []), sweep=list(sweep or []),
     )  # fmt: skip
 
@@ -863,8 +871,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
 
 
 def _say_raw(line: str) -> None:
+    from trainq.inert import inert  # noqa: PLC0415 (only when something goes wrong)
+
     try:
-        sys.stderr.write(f"{line}\n")
+        sys.stderr.write(f"{inert(line)}\n")
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):
         pass

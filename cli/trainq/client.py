@@ -23,6 +23,11 @@ A busy daemon (a `busy` 503: the caller holds its share of connections or stream
 daemon all it serves; or a listen backlog too full to connect) did nothing with the request,
 so it is sent again with growing pauses for up to `busy_retry_seconds` before the error
 stands.
+
+A submission with a client token (`Idempotency-Key`: `client_token=` here, and every `trainq
+submit`) whose answer was lost (the connection closed before the answer, no answer in time,
+trainqd restarting) is sent again, for up to `RESUBMIT_SECONDS`: trainqd queues a token's
+submission once and answers a repeat with the jobs the first one queued.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ BUSY_RETRY_SECONDS = 3.0
 _FIRST_PAUSE = 0.05
 _LONGEST_PAUSE = 0.5
 RESPONSE_TIMEOUT = 60.0
+RESUBMIT_SECONDS = 120.0  # a submission with a token, sent again after a lost answer
+RESUBMIT_PAUSE = 0.5
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 RECV_SIZE = 64 * 1024
 UNIX_PATH_MAX = 108  # sun_path, its terminating NUL included
 START_HINT = "Is it running? Start it with `trainqd` (or `systemctl start trainqd`)."
@@ -185,12 +193,15 @@ class _Exchange:
     def close(self) -> None:
         self.sock.close()
 
-    def send(self, method: str, target: str, body: bytes | None) -> None:
+    def send(
+        self, method: str, target: str, body: bytes | None, extra: Iterable[tuple[str, str]] = ()
+    ) -> None:
         headers = [
             ("Host", "trainq"),
             ("User-Agent", f"trainq/{__version__}"),
             ("Accept", "application/json"),
             ("Connection", "close"),
+            *extra,
         ]
         if body is not None:
             headers += [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
@@ -328,13 +339,40 @@ class Client:
         *,
         json: Any = None,
         query: Mapping[str, QueryValue] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
         """Send one request and return (status, parsed JSON body or None).
 
         Raises the error the daemon's answer stands for when the status is 400 or more.
         """
         body = None if json is None else jsonlib.dumps(json).encode()
-        return self._retrying_busy(lambda: self._request(method, build_target(path, query), body))
+        target, extra = build_target(path, query), list((headers or {}).items())
+        return self._retrying_busy(lambda: self._request(method, target, body, extra))
+
+    def post_jobs(self, body: Any, token: str | None) -> Any:
+        """POST /v1/jobs (one spec or a list) and its answer. With a client token, a lost
+        answer is no error yet: the same request goes again until trainqd answers, for up
+        to RESUBMIT_SECONDS, and a token queues its jobs once whatever happened to the
+        first request."""
+        if token is None:
+            return self.request("POST", "/v1/jobs", json=body)[1]
+        headers = {IDEMPOTENCY_HEADER: token}
+        give_up_at: float | None = None  # set at the first lost answer
+        while True:
+            try:
+                return self.request("POST", "/v1/jobs", json=body, headers=headers)[1]
+            except Unavailable as exc:
+                never_sent = isinstance(exc, DaemonUnreachable | Busy) and give_up_at is None
+                if never_sent:  # nothing reached trainqd: the usual one line
+                    raise
+                give_up_at = give_up_at or time.monotonic() + RESUBMIT_SECONDS
+                if time.monotonic() >= give_up_at:
+                    raise Unavailable(
+                        f"{exc.message}; the submission may have been queued: send it again "
+                        f"with the token {token} (trainq submit --token {token}) to get its "
+                        "jobs, queued once"
+                    ) from None
+            time.sleep(RESUBMIT_PAUSE)
 
     def all_jobs(self, query: Mapping[str, QueryValue] | None = None) -> builtins.list[Any]:
         """Every job GET /v1/jobs matches, following its pages (largest allowed) to the end."""
@@ -349,11 +387,17 @@ class Client:
             if not cursor:
                 return jobs
 
-    def _request(self, method: str, target: str, body: bytes | None) -> tuple[int, Any]:
+    def _request(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> tuple[int, Any]:
         exchange = _Exchange(self.socket_path, self.connect_timeout)
         try:
             exchange.sock.settimeout(self.response_timeout)
-            exchange.send(method, target, body)
+            exchange.send(method, target, body, headers)
             response = exchange.response_head()
             data = b"".join(exchange.body_chunks())
         finally:
@@ -393,12 +437,21 @@ class Client:
     # -- the typed API (the Python library) ----------------------------------------------
 
     def submit(
-        self, spec: Mapping[str, Any] | JobSpec | None = None, /, **fields: Any
+        self,
+        spec: Mapping[str, Any] | JobSpec | None = None,
+        /,
+        *,
+        client_token: str | None = None,
+        **fields: Any,
     ) -> JobRecord:
         """Submit a job: `spec` (a dict shaped like a spec file, or a JobSpec) with `fields`
         over it. As with `trainq submit`, relative paths are taken from the current
         directory, and a subprocess job runs there with your PATH unless the spec says
-        otherwise. Raises InvalidSpec (and the daemon's other refusals) as trainq errors."""
+        otherwise. Raises InvalidSpec (and the daemon's other refusals) as trainq errors.
+
+        `client_token` (1-128 letters, digits, `.`, `_`, `:`, `-`; a fresh uuid4 per job)
+        makes the submission idempotent: the same call again returns the same job, never a
+        second one, and a lost answer is retried (see the module's docstring)."""
         from trainq.core.wire import JobRecord  # noqa: PLC0415 (pydantic on first use)
         from trainq.specfile import SubmitFlags, build_spec  # noqa: PLC0415
 
@@ -410,16 +463,20 @@ class Client:
             data = spec.model_dump(mode="json", exclude_unset=True)
         data.update(fields)
         body = build_spec(data, SubmitFlags(), Path.cwd(), os.environ)
-        _, record = self.request("POST", "/v1/jobs", json=body)
-        return JobRecord.model_validate(record)
+        return JobRecord.model_validate(self.post_jobs(body, client_token))
 
     def submit_many(
-        self, specs: Iterable[Mapping[str, Any] | JobSpec], **fields: Any
+        self,
+        specs: Iterable[Mapping[str, Any] | JobSpec],
+        *,
+        client_token: str | None = None,
+        **fields: Any,
     ) -> SubmittedGroup:
         """Submit several jobs in one request, queued together in one transaction as one
         group (the first job's id; `list(group=...)`, `stop_group`, `wait_group`): each
         spec as `submit` takes it, with `fields` over every one. Nothing is queued if any
-        spec is refused; the error names its index (`jobs[3]: ...`)."""
+        spec is refused; the error names its index (`jobs[3]: ...`). `client_token` as
+        for `submit`: the same call again returns the same group."""
         from trainq.core.wire import SubmittedGroup  # noqa: PLC0415 (pydantic on first use)
         from trainq.specfile import SubmitFlags, build_spec  # noqa: PLC0415
 
@@ -432,8 +489,7 @@ class Client:
             )
             data.update(fields)
             bodies.append(build_spec(data, SubmitFlags(), cwd, os.environ))
-        _, answer = self.request("POST", "/v1/jobs", json=bodies)
-        return SubmittedGroup.model_validate(answer)
+        return SubmittedGroup.model_validate(self.post_jobs(bodies, client_token))
 
     def stop_group(self, group: int, *, grace_seconds: float | None = None) -> GroupStopped:
         """Stop every unfinished job of the group that you may stop."""

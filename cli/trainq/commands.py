@@ -13,6 +13,7 @@ and `--json` prints what the daemon sent, pretty-printed, field for field.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from typing import Any, BinaryIO, TextIO
 from trainq.client import Client
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
-from trainq.humanize import health_line, pretty_json
+from trainq.humanize import JsonText, health_line, pretty_json
+from trainq.inert import inert, inert_drawn
 from trainq.specfile import build_spec, load_spec_file, submit_flags
 from trainq.waiting import exit_status_of, report_end, wait_until_ended
 
@@ -51,10 +53,13 @@ class Context:
 
     def say(self, line: str) -> None:
         """One line for the person at the terminal, kept off stdout (which scripts read)."""
-        self.stderr.write(f"trainq: {line}\n")
+        self.stderr.write(f"trainq: {inert(line)}\n")
         self.stderr.flush()
 
     def print(self, text: str) -> None:
+        """Text for stdout: JSON as it came, anything else inert (`trainq.inert`)."""
+        if not isinstance(text, JsonText):
+            text = inert_drawn(text)
         self.stdout.write(text if text.endswith("\n") else f"{text}\n")
         self.stdout.flush()
 
@@ -84,7 +89,7 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         from trainq import groups  # noqa: PLC0415 (only a sweep needs it)
 
         return groups.submit_sweep(ctx, client, spec, args)
-    _, job = client.request("POST", "/v1/jobs", json=spec)
+    job = client.post_jobs(spec, submit_token(args))
     # The id (or record) goes out before any waiting, so `id=$(trainq submit --wait ...)`
     # style scripts and a person watching both see it at once.
     ctx.print(pretty_json(job) if args.json else str(job["id"]))
@@ -95,6 +100,13 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
 
         print_logs(ctx, client, int(job["id"]), {"follow": True, "stream": "both"})
     return wait_until_ended(ctx, client, int(job["id"]))
+
+
+def submit_token(args: argparse.Namespace) -> str:
+    """The submission's client token: --token, else a fresh one, so the CLI's own resend
+    after a lost answer never queues it twice (trainq.client.Client.post_jobs)."""
+    given: str | None = getattr(args, "token", None)
+    return given or os.urandom(16).hex()
 
 
 def wait(ctx: Context, args: argparse.Namespace) -> int:

@@ -34,7 +34,9 @@ def submit_sweep(
     """POST /v1/jobs with one spec per point of the grid; prints the ids, one a line (or
     the daemon's answer with --json)."""
     specs = expand(spec, args.sweep)
-    _, answer = client.request("POST", "/v1/jobs", json=specs)
+    from trainq.commands import submit_token  # noqa: PLC0415 (commands imports this module)
+
+    answer = client.post_jobs(specs, submit_token(args))
     jobs = answer.get("jobs", [])
     if args.json:
         ctx.print(pretty_json(answer))

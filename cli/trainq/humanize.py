@@ -142,12 +142,20 @@ def job_reason(job: Mapping[str, Any]) -> str:
 
 
 def job_runtime(job: Mapping[str, Any], now: datetime) -> str:
-    """How long the job has run (or ran): started -> ended, or -> now; `-` if it never ran."""
+    """How long the job has run (or ran): the sum of its attempts' running times, so time
+    back in the queue (a preemption, a retry's backoff) is not counted; `-` if it never
+    ran. A record without attempts counts from its start to its end (or now)."""
     started = parse_time(job.get("started_at"))
     if started is None:
         return "-"
-    ended = parse_time(job.get("ended_at")) or now
-    return format_duration((ended - started).total_seconds())
+    job_end = parse_time(job.get("ended_at"))
+    attempts = [a for a in job.get("attempts") or [] if isinstance(a, Mapping)]
+    spans = [(parse_time(a.get("started_at")), parse_time(a.get("ended_at"))) for a in attempts]
+    if not any(start for start, _ in spans):
+        return format_duration(((job_end or now) - started).total_seconds())
+    # An attempt still open has run until now, or until the job's end if its end is lost.
+    ran = sum(((end or job_end or now) - start).total_seconds() for start, end in spans if start)
+    return format_duration(ran)
 
 
 def gpus_cell(job: Mapping[str, Any]) -> str:
@@ -203,9 +211,16 @@ def _draining(drains: Any) -> str:
     return "; draining: yes, GPUs " + ",".join(str(gpu) for gpu in gpus)
 
 
-def pretty_json(body: Any) -> str:
+class JsonText(str):
+    """JSON text, printed as it is: `--json` output is the daemon's answer unchanged (JSON
+    escapes the C0 controls itself), never made inert as text for people is."""
+
+    __slots__ = ()
+
+
+def pretty_json(body: Any) -> JsonText:
     """The daemon's JSON as it came, indented for people (and still valid JSON)."""
-    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+    return JsonText(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
 
 
 def compact(value: Any) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainq.core.errors import TrainqError
 from trainq.humanize import job_runtime
+from trainq.inert import inert
 
 if TYPE_CHECKING:
     from trainq.client import Client
@@ -78,6 +79,7 @@ class Progress:
             if self._done.is_set():
                 return
             stream = self.ctx.stderr
+            line = inert(line)
             stream.write(_CLEAR_LINE + (f"trainq: {line}\n" if lasting else line))
             if lasting and self._live:
                 stream.write(self._live)  # the live line stays below the lasting ones

@@ -8,6 +8,9 @@ Everything works from the daemon's JSON as plain dicts (pydantic stays off the C
 returns a string, so it is tested without a terminal; the words in the cells come from
 `trainq.humanize`.
 
+Every string of the daemon's answer is made inert (`trainq.inert`) before it is laid out:
+the user's text can neither act on the terminal nor pass for the CLI's own colours.
+
 Output piped into another program has no colour, no width limit (rich wraps and cuts
 nothing) and no trailing blanks, so `grep` and `awk` see whole lines. On a terminal, colour
 follows NO_COLOR and TERM=dumb, and only free text gives way to a narrow window: the REASON
@@ -39,6 +42,7 @@ from trainq.humanize import (
     parse_time,
     shorten,
 )
+from trainq.inert import Drawn, inert_data
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -157,7 +161,9 @@ def _plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> st
     return "".join(line.rstrip(" ") + "\n" for line in lines)
 
 
-def _render(opts: RenderOptions, renderables: Iterable[RenderableType], min_width: int = 0) -> str:
+def _render(
+    opts: RenderOptions, renderables: Iterable[RenderableType], min_width: int = 0
+) -> Drawn:
     from rich.console import Console  # noqa: PLC0415
 
     buffer = io.StringIO()
@@ -174,7 +180,7 @@ def _render(opts: RenderOptions, renderables: Iterable[RenderableType], min_widt
     )
     for renderable in renderables:
         console.print(renderable)
-    return "".join(line.rstrip(" ") + "\n" for line in buffer.getvalue().splitlines())
+    return Drawn("".join(line.rstrip(" ") + "\n" for line in buffer.getvalue().splitlines()))
 
 
 def _state_style(state: str) -> str:
@@ -184,6 +190,7 @@ def _state_style(state: str) -> str:
 def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: bool = False) -> str:
     """The `ls` table, one job a line, in the daemon's order. --wide: absolute submit times
     and whole reasons (on one line)."""
+    jobs = inert_data(list(jobs))
     columns = [Column(h) for h in ("ID", "NAME", "STATE", "USER", "GPUS", "PRIO")]
     times = ("SUBMITTED", "RUNTIME", "ATTEMPTS") if wide else ("AGE", "RUNTIME")
     columns += [Column(h) for h in times] + [Column("REASON", free_text=not wide)]
@@ -218,6 +225,7 @@ def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: b
 
 def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
     """The `gpus` table: each GPU, what holds it, and whether a new job could have it."""
+    gpu_list = inert_data(dict(gpu_list))
     gpus = gpu_list.get("gpus") or []
     backend = gpu_list.get("backend", "?")
     if not gpus:
@@ -250,7 +258,7 @@ def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
     host = gpu_list.get("host_drain")
     if isinstance(host, dict):
         note += f"DRAINED: the whole host, {_drained_cell(host)}; nothing new starts\n"
-    return _render(opts, [table], width) + note
+    return Drawn(_render(opts, [table], width) + note)
 
 
 def _drained_cell(drain: Any) -> str:
@@ -418,6 +426,7 @@ def _is_set(value: Any) -> bool:
 def job_detail(job: Mapping[str, Any], opts: RenderOptions, all_fields: bool = True) -> str:
     """The `show` view: the record's fields, its spec, and its attempts as a table; without
     `all_fields`, only the fields and spec keys that hold something."""
+    job = inert_data(dict(job))
     if not all_fields:
         job = {key: value for key, value in job.items() if _is_set(value) or key == "state"}
         spec = job.get("spec")

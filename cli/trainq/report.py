@@ -55,7 +55,7 @@ def as_table(report: Mapping[str, Any]) -> str:
     if len(report["rows"]) > 1:
         table.add_row("total", *(_cell(totals[column]) for column in COLUMNS))
     out = io.StringIO()
-    Console(file=out, width=100, color_system=None).print(table)
+    Console(file=out, width=100, color_system=None, markup=False).print(table)
     return out.getvalue()
 
 

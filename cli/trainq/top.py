@@ -31,6 +31,7 @@ from rich.text import Text
 from trainq.client import Client, iter_lines
 from trainq.core.errors import TrainqError
 from trainq.humanize import job_runtime, shorten
+from trainq.inert import inert_data
 
 GPU_REFRESH_SECONDS = 2.0
 KEY_POLL_SECONDS = 0.1
@@ -180,7 +181,8 @@ class _Changes:
 
 def _fetch(client: Client) -> tuple[list[Any], list[Any]]:
     _, gpus = client.request("GET", "/v1/gpus")
-    return gpus["gpus"], client.all_jobs()
+    # The user's text drawn inert and never read as markup (`trainq.inert`).
+    return inert_data(gpus["gpus"]), inert_data(client.all_jobs())
 
 
 def _key_pressed(fd: int, timeout: float) -> bytes:
@@ -195,7 +197,7 @@ def run(ctx: Any, args: argparse.Namespace) -> int:
     gpus, jobs = _fetch(client)  # an unreachable daemon is one line and exit 7, before drawing
     changes = _Changes()
     threading.Thread(target=changes.follow, args=(ctx.client(),), daemon=True).start()
-    console = Console()
+    console = Console(markup=False, emoji=False, highlight=False)
     stdin = sys.stdin.fileno()
     with cbreak(stdin), Live(console=console, screen=True, auto_refresh=False) as live:
         next_refresh = 0.0

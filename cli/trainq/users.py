@@ -43,7 +43,7 @@ def as_table(listing: Mapping[str, Any]) -> str:
     for row in rows(listing):
         table.add_row(*row)
     out = io.StringIO()
-    Console(file=out, width=100, color_system=None).print(table)
+    Console(file=out, width=100, color_system=None, markup=False).print(table)
     return out.getvalue()
 
 

@@ -14,6 +14,7 @@ from trainq.core.errors import Conflict, InvalidSpec
 from trainq.core.spec import JobSpec
 from trainqd.access import check_job_paths
 from trainqd.authorization import Authorizer
+from trainqd.budgets import check_channels
 from trainqd.classes import JobClass, class_of
 from trainqd.engine import EngineName, find_engine
 from trainqd.identity import account
@@ -31,6 +32,7 @@ class HostFacts:
     # The administrator's classes (config.job_classes) and the one a job naming none gets.
     classes: Mapping[str, JobClass] = field(default_factory=lambda: {DEFAULT_CLASS: JobClass()})
     default_class: str = DEFAULT_CLASS
+    max_channels: int = 64  # trainqd's max_channels_per_job
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -62,6 +64,7 @@ def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
 async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> JobOwner:
     """The job's owner if the spec may be queued; raises InvalidSpec or Forbidden."""
     owner = authorizer.owner_for_submit(uid)
+    check_channels(spec, host.max_channels)
     check_gpus(spec, host)
     check_class(spec, uid, host, authorizer)
     if spec.image is not None:

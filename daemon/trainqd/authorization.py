@@ -1,7 +1,9 @@
 """Every decision of who may do what, in one place (docs/security.md).
 
 Anyone may list and show jobs, but a job's failure reasons, environment values and
-hyperparameter values are shown whole to its owner and the admins alone; only a job's owner,
+hyperparameter values are shown whole to its owner and the admins alone (with
+`private_data`, also its name, command or image, directory, channels and the names of its
+hyperparameters and environment: `Sight`); only a job's owner,
 root, or a member of `admin_group` may stop it, read its logs, hold it, release it, change it
 while it waits or remove it once it has ended; a hold an admin placed is released by an admin
 alone; only root and the admins may run an image as root, drain or resume GPUs, or boost a
@@ -12,6 +14,7 @@ refuses everyone else's submissions. The API, admission and the scheduler's part
 
 from __future__ import annotations
 
+import enum
 import grp
 import os
 import pwd
@@ -22,9 +25,18 @@ from trainqd.identity import account
 from trainqd.store import JobOwner, JobRow
 
 
+class Sight(enum.Enum):
+    """How much of a job a caller sees; views.py applies it."""
+
+    WHOLE = enum.auto()  # its owner and the admins
+    SHARED = enum.auto()  # others: no failure reasons, environment or hyperparameter values
+    PRIVATE = enum.auto()  # others under `private_data`: nothing of what the job runs either
+
+
 class Authorizer:
-    def __init__(self, admin_group: str | None) -> None:
+    def __init__(self, admin_group: str | None, *, private_data: bool = False) -> None:
         self.daemon_uid = os.geteuid()
+        self.private_data = private_data
         self.admin_gid: int | None = None
         if admin_group is not None:
             try:
@@ -90,6 +102,12 @@ class Authorizer:
         """Whether `uid` reads the job's failure reasons, environment and hyperparameter
         values whole (views.py hides them from everyone else)."""
         return self.may_manage(uid, job)
+
+    def sight(self, uid: int, job: JobRow) -> Sight:
+        """How much of the job `uid` sees in every answer that carries it."""
+        if self.may_see_details(uid, job):
+            return Sight.WHOLE
+        return Sight.PRIVATE if self.private_data else Sight.SHARED
 
     def require_run_as_root(self, uid: int) -> None:
         if not self.is_admin(uid):

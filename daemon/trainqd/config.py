@@ -63,6 +63,10 @@ class Config(BaseModel):
     socket_mode: str = "0666"
     socket_group: str | None = None
     admin_group: str | None = None
+    # Other users see that a job exists, whose it is, its state and resources, but not what
+    # it runs: name, command or image, directory, channels, hyperparameters and environment
+    # (as Slurm's PrivateData=jobs; views.py). Its owner and the admins see it whole.
+    private_data: bool = False
     default_stop_grace_seconds: Annotated[float, Field(ge=0, le=86400)] = 120.0
     default_engine: Literal["docker", "podman"] | None = None
     max_running_jobs_per_user: Annotated[int, Field(ge=0)] = 0
@@ -73,6 +77,18 @@ class Config(BaseModel):
     # trainqd's memory and weighed on every scheduling pass, so one user's million queued jobs
     # would slow every request of everyone's. 0 = no limit.
     max_unfinished_jobs_per_user: Annotated[int, Field(ge=0)] = 50_000
+    # -- budgets, not just counts (daemon/trainqd/budgets.py, docs/security.md) --
+    # Channels one job may name: each is a bind mount of a container job, in a mount table
+    # the whole host shares.
+    max_channels_per_job: Annotated[int, Field(ge=1, le=100_000)] = 64
+    # The most one spec may take as stored (its JSON), and the most the specs of one user's
+    # unfinished jobs may take together: they live in trainqd's memory and in every listing.
+    max_spec_bytes: Annotated[int, Field(ge=4096, le=1 << 30)] = 256 * 1024
+    max_unfinished_spec_bytes_per_user: Annotated[int, Field(ge=0)] = 64 * 1024 * 1024
+    # Events (GET /v1/events) are kept for this many days and at most this many (0: no
+    # bound of that kind), each job's latest one always while the job is kept.
+    event_retention_days: Annotated[float, Field(ge=0, le=36500)] = 30.0
+    max_events: Annotated[int, Field(ge=0)] = 1_000_000
     # How often GPUs are re-read while jobs wait: a process trainq did not start may leave a GPU
     # at any time, and NVML offers no event for that.
     gpu_rescan_seconds: Annotated[float, Field(gt=0, le=3600)] = 5.0

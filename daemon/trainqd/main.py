@@ -37,6 +37,7 @@ from trainqd.api.routing import Router
 from trainqd.api.server import ServerLimits, serve
 from trainqd.authorization import Authorizer
 from trainqd.config import Config, ConfigError, load_config
+from trainqd.event_pruning import prune as prune_events
 from trainqd.events import ChangeNotifier
 from trainqd.gpus import open_backend
 from trainqd.gpus.base import GpuBackend, GpuBackendError
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 except NodeError as exc:
                     raise StartupError(str(exc)) from None
             try:
-                authorizer = Authorizer(config.admin_group)
+                authorizer = Authorizer(config.admin_group, private_data=config.private_data)
             except ValueError as exc:
                 raise StartupError(str(exc)) from None
             dirs = JobDirs(config.jobs_dir)
@@ -210,6 +211,9 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
             tg.start_soon(api.metrics.run)
             removal = api.sharing.removal
             tg.start_soon(retention.purge, scheduler.store, removal, config.retention_days)
+            tg.start_soon(
+                prune_events, scheduler.store, config.max_events, config.event_retention_days
+            )
             probe = api.metrics
             tg.start_soon(loop_lag.watch, probe.loop_lag.observe, probe.loop_busy.observe)
             if scrapes is not None:

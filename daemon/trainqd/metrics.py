@@ -5,6 +5,8 @@ second copy of the jobs, GPUs or samples to keep in step. What happens over time
 retries, how long jobs waited, how long starting them took, how long API requests took) is
 counted by Counter and Histogram objects: the store's event rows are followed as the event
 stream's readers follow them, so the scheduler needs no hook but one for dispatch latency.
+The counters start from the store's totals (`Store.counter_totals`: the jobs, attempts and
+events kept, and what removed jobs added), so a restart does not reset them.
 
 Only what every user may already see is exposed (docs/security.md): job counts per state and
 user, GPU use per GPU and per job id; never a failure's reason, an environment, a log line or
@@ -219,7 +221,21 @@ class Metrics:
         )
         scheduler.dispatched = self.dispatch.observe
         self._queued_at: dict[int, float] = {}  # job -> when it last became PENDING
-        self._last_event = scheduler.store.last_event_id()
+        self._seed()
+
+    def _seed(self) -> None:
+        """The counters start from the store's totals, not from zero at every start: taken
+        with the last event's id, on the loop's thread, so no event is counted twice."""
+        store = self.scheduler.store
+        totals = store.counter_totals()
+        self._last_event = store.last_event_id()
+        for user, jobs in totals.submitted.items():
+            self.submits.labels(user).inc(jobs)
+        for state, jobs in totals.ended.items():
+            self.ended.labels(state).inc(jobs)
+        self.retries.inc(totals.retries)
+        self.preemptions.inc(totals.preemptions)
+        self.idle_flags.inc(totals.idle_flags)
 
     async def scrape(self) -> bytes:
         """The exposition of everything, counters brought up to the latest event first, a

@@ -83,6 +83,9 @@ class Sharing:
     # Also preempt jobs of the head's own rank, of users who would still hold at least as
     # many GPUs as the head's owner then (with fair share only).
     share_preemption: bool = False
+    # Users whose last fair-share preemptor ran too briefly (share_preemptors.py): their jobs
+    # may not preempt for fair share.
+    share_barred: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,11 @@ def plan(
 
     undrained = len(set(capacity.gpus) - capacity.drained)
     share_preemption = sharing.fair and sharing.share_preemption
+
+    def shares(job: QueuedJob) -> bool:
+        """Whether the job may preempt for fair share (share_preemptors.py)."""
+        return share_preemption and job.owner_uid not in sharing.share_barred
+
     usage: dict[Lane, float] | None = None
     if sharing.fair:
         usage = {}
@@ -289,7 +294,7 @@ def plan(
                         sharing=sharing,
                         now=now,
                         spared_users=limited,
-                        held=_held(pool, running, preempted) if share_preemption else None,
+                        held=_held(pool, running, preempted) if shares(job) else None,
                     )
                 if victims is not None:
                     preempt(victims, job)
@@ -308,7 +313,7 @@ def plan(
                 if not math.isinf(head.time):
                     # A job past its expected end is still stopping: "now", not the past.
                     expected = max(head.time, now)
-            elif share_preemption and job.may_preempt:
+            elif shares(job) and job.may_preempt:
                 # Behind the head, fair share may still make room for a job, from users over
                 # their share, when the job could then start as a backfill: ending before
                 # the head's reservation, or within its spare.

@@ -23,6 +23,7 @@ from trainq.core.wire import UserShare
 from trainqd import classes, fairshare, plan_inputs, planner
 from trainqd.classes import JobClass
 from trainqd.config import Config
+from trainqd.share_preemptors import SharePreemptors
 from trainqd.stopping import Stopping
 from trainqd.store import AttemptRow, JobRow, Store
 
@@ -65,6 +66,8 @@ class SharingPolicy:
         self._places: dict[int, int] | None = None
         self._starts: dict[int, float] = {}  # running job -> its attempt's start
         self._gpu_usage: Mapping[int, float] = {}  # as the last plan was given it
+        # Who may not preempt for fair share: their preemptor did not run (docs: "Sharing").
+        self.share_preemptors = SharePreemptors(config.min_runtime_before_preemption_seconds)
 
     # -- fair share --------------------------------------------------------------------
 
@@ -122,6 +125,9 @@ class SharingPolicy:
         store and the usage, which the loop changes): a frozen copy the plan may use on a
         worker thread."""
         self._attempt_starts(active)
+        self.share_preemptors.review(
+            active, self._starts, self._store.unfinished, self._store.attempts, now
+        )
         for job_id, claim in list(self.claims.items()):
             if claim.victims & self.stop_due.keys():
                 claim.until = max(claim.until, now + CLAIM_SLACK)
@@ -143,6 +149,7 @@ class SharingPolicy:
                 preempt_after=self._config.preempt_after_seconds,
                 min_runtime=self._config.min_runtime_before_preemption_seconds,
                 share_preemption=self._config.preempt_for_fair_share,
+                share_barred=self.share_preemptors.barred,
             ),
         )
 
@@ -171,6 +178,9 @@ class SharingPolicy:
                 log.warning("disk full: a preemption is put off", job_id=preemption.victim)
                 continue
             self.stop_due[preemption.victim] = due
+            why = result.waiting.get(for_job.id)
+            if why is not None and why.kind == Wait.PREEMPTING_SHARE:
+                self.share_preemptors.preempted_for(for_job, now)
             if for_job.id == head:
                 claim = self.claims.get(for_job.id)
                 if claim is None or claim.row is not for_job:

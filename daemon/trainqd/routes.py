@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,7 +43,8 @@ from trainqd.api.routing import (
     StreamResponse,
     decimal,
 )
-from trainqd.authorization import Authorizer
+from trainqd.authorization import Authorizer, Sight
+from trainqd.budgets import SpecBudget, check_spec_sizes
 from trainqd.config import Config
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
@@ -57,14 +58,27 @@ from trainqd.rows import HOST
 from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
 from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
-from trainqd.store import JobOwner, JobRow, NewJobs, Store
-from trainqd.streams import check_logs, event_lines, log_chunks
+from trainqd.store import JobOwner, JobRow, NewJobs, Store, Submitted, SubmitToken, TokenUsed
+from trainqd.streams import (
+    EVENTS_PRUNED_HEADER,
+    REPLAY_THREADS,
+    check_logs,
+    event_lines,
+    log_chunks,
+)
 from trainqd.submissions import (
     PARSE_ON_LOOP_BYTES,
     admit_all,
     is_list,
     judged_alike,
     parse_specs,
+)
+from trainqd.submit_tokens import (
+    IDEMPOTENCY_ABOUT,
+    IDEMPOTENCY_HEADER,
+    all_there,
+    same_request,
+    token_of,
 )
 from trainqd.views import job_record
 
@@ -112,16 +126,19 @@ class Api:
     stopping: bool = False
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
+    _replays: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _commits: GroupCommit | None = field(default=None, init=False, repr=False)
     # Jobs each user has in submissions not yet committed (max_unfinished_jobs_per_user).
     _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    # Bytes of specs each user has in submissions not yet committed (budgets.py).
+    _spec_budget: SpecBudget = field(default_factory=SpecBudget, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
 
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
 
-    def _reveal(self, uid: int, job: JobRow) -> bool:
-        return self.authorizer.may_see_details(uid, job)
+    def _reveal(self, uid: int, job: JobRow) -> Sight:
+        return self.authorizer.sight(uid, job)
 
     def _record(self, job_id: int, uid: int) -> JobRecord:
         job = self.store.get(job_id)
@@ -155,6 +172,7 @@ class Api:
             allowed_images=tuple(self.config.allowed_images),
             classes=self.config.job_classes,
             default_class=self.config.default_class,
+            max_channels=self.config.max_channels_per_job,
         )
 
     # -- handlers ------------------------------------------------------------------------
@@ -167,9 +185,20 @@ class Api:
         return self._commits
 
     @contextmanager
-    def _queue_room(self, owner: JobOwner, adding: int) -> Iterator[None]:
-        """Room in the owner's queue for `adding` jobs, held while they are committed: checked
-        and taken in one step on the loop, so concurrent submissions cannot all pass it."""
+    def _queue_room(self, owner: JobOwner, sizes: Sequence[int]) -> Iterator[None]:
+        """Room in the owner's queue for jobs whose specs take `sizes` bytes, held while
+        they are committed: checked and taken in one step on the loop, so concurrent
+        submissions cannot all pass it."""
+        stored = self.store.unfinished_spec_bytes(owner.uid)
+        budget = self.config.max_unfinished_spec_bytes_per_user
+        with (
+            self._spec_budget.room(owner.uid, owner.user, stored, sum(sizes), budget),
+            self._job_room(owner, len(sizes)),
+        ):
+            yield
+
+    @contextmanager
+    def _job_room(self, owner: JobOwner, adding: int) -> Iterator[None]:
         most = self.config.max_unfinished_jobs_per_user
         busy = self._submitting.get(owner.uid, 0)
         # Counting one user's jobs walks them all: only needed once all users' could pass.
@@ -186,36 +215,89 @@ class Api:
             else:
                 del self._submitting[owner.uid]
 
+    async def _replay(self, token: SubmitToken, submitted: Submitted) -> Response:
+        """The answer a repeated submission gets: the jobs its token first queued, as they
+        are now, in the shape of the first answer (submit_tokens.py). A sweep's records are
+        read and built in a worker thread, as a listing's are."""
+        same_request(token, submitted)
+        first = submitted.first_id
+        if not submitted.grouped:
+            try:
+                found = [self.store.get(first)]
+            except NotFound:
+                found = []
+            (job,) = all_there(token, submitted, found)
+            return Response(201, self._record(job.id, token.uid))
+        waiting = dict(self.control.waiting)
+
+        def build() -> bytes:
+            page, _, _ = self.store.page(None, None, first - 1, submitted.job_count, group=first)
+            jobs = all_there(token, submitted, [job for job, _ in page])
+            reveal = self._reveal(token.uid, jobs[0])
+            records = [
+                job_record(
+                    job, attempts, self.dirs, waiting.get(job.id), reveal=reveal,
+                    instance=self.instance,
+                )
+                for job, attempts in page
+            ]  # fmt: skip
+            return SubmittedGroup(group_id=first, jobs=records).model_dump_json().encode()
+
+        if self._listing is None:
+            self._listing = anyio.CapacityLimiter(1)
+        payload = await anyio.to_thread.run_sync(build, limiter=self._listing)
+        return Response(201, Encoded(payload))
+
     async def submit(self, request: Request) -> Response:
+        token = token_of(request)
+        if token is not None and (earlier := self.store.submitted_with(token.uid, token.token)):
+            return await self._replay(token, earlier)
         if is_list(request.body):
-            return await self.submit_list(request)
+            return await self.submit_list(request, token)
         if len(request.body) > ONE_SPEC_MAX_BODY:  # the larger limit is a list's alone
             raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
+        texts = [spec.model_dump_json()]
+        sizes = check_spec_sizes(texts, self.config.max_spec_bytes, listed=False)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
-        with self._queue_room(owner, 1):
-            (job,) = await self.commits.submit(NewJobs([spec], owner))
+        try:
+            with self._queue_room(owner, sizes):
+                (job,) = await self.commits.submit(
+                    NewJobs([spec], owner, spec_json=texts, token=token)
+                )
+        except TokenUsed as used:  # the same token, sent twice at once: queued once
+            assert token is not None
+            return await self._replay(token, used.submitted)
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
 
-    async def submit_list(self, request: Request) -> Response:
+    async def submit_list(self, request: Request, token: SubmitToken | None = None) -> Response:
         """A list of specs: all parsed and admitted first, then queued in one transaction
         as one group. Parsing 10,000 specs and building their records take a worker
         thread; the inserts and their one commit stay on the loop (group_commit.py)."""
         cap = self.config.max_jobs_per_submit
 
-        def parse() -> tuple[list[JobSpec], list[int], list[str]]:
+        most_bytes = self.config.max_spec_bytes
+
+        def parse() -> tuple[list[JobSpec], list[int], list[str], list[int]]:
             specs = parse_specs(request, cap)
-            return specs, judged_alike(specs), [spec.model_dump_json() for spec in specs]
+            texts = [spec.model_dump_json() for spec in specs]
+            sizes = check_spec_sizes(texts, most_bytes, listed=True)
+            return specs, judged_alike(specs), texts, sizes
 
         if len(request.body) <= PARSE_ON_LOOP_BYTES:
-            specs, firsts, texts = parse()
+            specs, firsts, texts, sizes = parse()
         else:
-            specs, firsts, texts = await anyio.to_thread.run_sync(parse)
+            specs, firsts, texts, sizes = await anyio.to_thread.run_sync(parse)
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
-        with self._queue_room(owner, len(specs)):
-            jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
+        submission = NewJobs(specs, owner, grouped=True, spec_json=texts, token=token)
+        try:
+            with self._queue_room(owner, sizes):
+                jobs = await self.commits.submit(submission)
+        except TokenUsed as used:
+            assert token is not None
+            return await self._replay(token, used.submitted)
         self.control.submitted_many(jobs)
         waiting = dict(self.control.waiting)
         reveal = self._reveal(uid, jobs[0])
@@ -355,8 +437,14 @@ class Api:
         since = request.query_int("since", None, min=0)
         if since is None:
             since = self.store.last_event_id()
-        chunks = event_lines(self.store, self.notifier, job_id, since)
-        return StreamResponse("application/x-ndjson", chunks)
+        if self._replays is None:
+            self._replays = anyio.CapacityLimiter(REPLAY_THREADS)
+        headers = []
+        pruned = self.store.events_pruned_before()
+        if since + 1 < pruned:  # what it asks for is partly gone: say so, not silently
+            headers.append((EVENTS_PRUNED_HEADER, str(pruned)))
+        chunks = event_lines(self.store, self.notifier, job_id, since, self._replays)
+        return StreamResponse("application/x-ndjson", chunks, headers=headers)
 
     async def gpus(self, request: Request) -> Response:
         holder = {
@@ -452,6 +540,7 @@ class Api:
                 status=201,
                 # A list of specs (a sweep) is one request: 10,000 of them run to megabytes.
                 max_body=SUBMIT_MAX_BODY,
+                headers=[(IDEMPOTENCY_HEADER, IDEMPOTENCY_ABOUT)],
             ),
             Route(
                 "POST",
@@ -532,7 +621,9 @@ class Api:
                     QueryParam(
                         "since",
                         "integer",
-                        "replay stored events after this id (default: none)",
+                        "replay stored events after this id (default: none); older than "
+                        "the history kept, the Trainq-Events-Pruned-Before header says "
+                        "before which id only each job's latest event is kept",
                         minimum=0,
                     ),
                 ],

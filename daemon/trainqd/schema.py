@@ -1,7 +1,7 @@
 """The state database's schema. Bump SCHEMA_VERSION with every change and migrate forward in
 Store._migrate; a database from a newer trainqd is refused rather than misread."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # What a paged listing filters on, each in id order so that a page is a range scan.
 LIST_INDEXES = (
@@ -18,6 +18,33 @@ SHARING = (
         since REAL NOT NULL
     )""",
     """CREATE INDEX jobs_group_id ON jobs(group_id, id)""",
+)
+
+# Idempotent submits: a client's token (the Idempotency-Key header), per user, names the
+# jobs its first submission queued; kept for store.SUBMIT_TOKEN_SECONDS.
+SUBMIT_TOKENS = (
+    """CREATE TABLE submit_tokens (
+        owner_uid INTEGER NOT NULL,
+        token TEXT NOT NULL,
+        body_hash TEXT NOT NULL,
+        first_id INTEGER NOT NULL,
+        job_count INTEGER NOT NULL,
+        grouped INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (owner_uid, token)
+    )""",
+    """CREATE INDEX submit_tokens_created ON submit_tokens(created_at)""",
+)
+
+# What removed jobs had added to the metrics' counters (store.CounterTotals), so that the
+# totals counted from the remaining rows at start-up still include them.
+REMOVED_TOTALS = (
+    """CREATE TABLE removed_totals (
+        metric TEXT NOT NULL,
+        label TEXT NOT NULL,
+        value INTEGER NOT NULL,
+        PRIMARY KEY (metric, label)
+    )""",
 )
 
 SCHEMA = (
@@ -80,6 +107,8 @@ SCHEMA = (
     """CREATE INDEX events_job ON events(job_id, id)""",
     *LIST_INDEXES,
     *SHARING,
+    *SUBMIT_TOKENS,
+    *REMOVED_TOTALS,
 )
 
 # The statements that bring a database of version N-1 to version N, run in order.
@@ -105,4 +134,5 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE jobs ADD COLUMN preempted_count INTEGER NOT NULL DEFAULT 0",
         *SHARING,
     ),
+    6: (*SUBMIT_TOKENS, *REMOVED_TOTALS),
 }

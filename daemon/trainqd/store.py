@@ -60,6 +60,28 @@ __all__ = [
 ]
 
 
+def _counter_parts(job_id: int | None) -> tuple[str, list[Any]]:
+    """A query of (metric, label, value) rows: what one job's rows add to the metrics'
+    counters, or (None) what all rows do. A retried attempt with outcome `preempted` went
+    back to the queue by a preemption (outcomes.judge_end); any other retried one, a retry."""
+    jobs = "id=? AND " if job_id is not None else ""
+    rows = "job_id=? AND " if job_id is not None else ""
+    ids = [job_id] if job_id is not None else []
+    terminal = sorted(str(state) for state in TERMINAL)
+    sql = (
+        f"SELECT 'submitted', owner_user, count(*) FROM jobs WHERE {jobs}1 GROUP BY owner_user"
+        " UNION ALL SELECT 'ended', state, count(*) FROM jobs"
+        f" WHERE {jobs}state IN ({','.join('?' * len(terminal))}) GROUP BY state"
+        " UNION ALL SELECT 'preemptions', '', count(*) FROM attempts"
+        f" WHERE {rows}retried=1 AND outcome='preempted'"
+        " UNION ALL SELECT 'retries', '', count(*) FROM attempts"
+        f" WHERE {rows}retried=1 AND outcome IS NOT 'preempted'"
+        " UNION ALL SELECT 'idle_flags', '', count(*) FROM events"
+        f" WHERE {rows}from_state = to_state AND reason LIKE 'GPUs idle%'"
+    )
+    return sql, [*ids, *ids, *terminal, *ids, *ids, *ids]
+
+
 class StoreError(Exception):
     """The database cannot be used (corrupt, newer schema, unwritable)."""
 
@@ -88,6 +110,50 @@ class JobChanges:
         return [(f"{name}=?", value) for name, value in asdict(self).items() if value is not None]
 
 
+# How long a submission's client token is remembered (docs: "Idempotent submits").
+SUBMIT_TOKEN_SECONDS = 7 * 86400
+
+
+@dataclass(frozen=True)
+class SubmitToken:
+    """A client's token for one submission (the Idempotency-Key header), and the digest of
+    the request it came with: the same token with another request is a mistake."""
+
+    uid: int  # who sent it (whom the jobs run as may differ: root's `run_as_root`)
+    token: str
+    body_hash: str
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a token's first submission queued: `job_count` jobs from `first_id` on."""
+
+    body_hash: str
+    first_id: int
+    job_count: int
+    grouped: bool
+
+
+class TokenUsed(Exception):
+    """The submission's token had been used by its owner: nothing new was queued."""
+
+    def __init__(self, submitted: Submitted) -> None:
+        super().__init__(f"jobs {submitted.first_id}.. were queued with this token")
+        self.submitted = submitted
+
+
+@dataclass(frozen=True)
+class CounterTotals:
+    """The metrics' counters as the store knows them: every job ever submitted, ended,
+    retried, preempted or flagged idle, removed jobs included (`removed_totals`)."""
+
+    submitted: dict[str, int]  # by owner
+    ended: dict[str, int]  # by final state
+    retries: int
+    preemptions: int
+    idle_flags: int
+
+
 @dataclass(frozen=True)
 class NewJobs:
     """One submission: its specs, in order, queued together as its owner's. `grouped` (the
@@ -98,6 +164,9 @@ class NewJobs:
     grouped: bool = False
     # The specs as stored (`model_dump_json`), when the caller made them off the event loop.
     spec_json: Sequence[str] | None = None
+    # Stored with the jobs, in their transaction: the same token from the same owner later
+    # gets these jobs back (TokenUsed) instead of new ones.
+    token: SubmitToken | None = None
 
 
 def _filters(states: Sequence[JobState] | None, **equal: object) -> tuple[list[str], list[Any]]:
@@ -121,6 +190,10 @@ class Store:
         self._db = conn
         self._path = path
         self._unfinished: dict[int, JobRow] = {}
+        # The stored size of each unfinished job's spec, and their sum per owner's uid: the
+        # byte budget of budgets.py, exact from start-up on since it is read from the store.
+        self._spec_sizes: dict[int, int] = {}
+        self._spec_bytes: Counter[int] = Counter()
         # Ended jobs by state, kept as they end and are removed: `GET /v1/health` reports
         # them, and counting 100,000 rows at each health check would hold the loop.
         self._ended_counts: Counter[tuple[str, str]] = Counter()  # (state, user) -> jobs
@@ -226,7 +299,7 @@ class Store:
             [str(s) for s in UNFINISHED],
         ):
             job = job_from(row)
-            self._unfinished[job.id] = job
+            self._keep(job, len(row["spec"].encode()))
         marks = ",".join("?" * len(TERMINAL))
         for state, user, count in self._db.execute(
             f"SELECT state, owner_user, count(*) FROM jobs WHERE state IN ({marks})"
@@ -235,9 +308,33 @@ class Store:
         ):
             self._ended_counts[str(state), str(user)] = int(count)
 
+    def _keep(self, job: JobRow, spec_size: int | None = None) -> None:
+        """Keep an unfinished job's row in memory; `spec_size`: its spec's stored size when
+        the spec is new (None: as it was)."""
+        self._unfinished[job.id] = job
+        if spec_size is not None:
+            self._spec_bytes[job.owner.uid] += spec_size - self._spec_sizes.get(job.id, 0)
+            self._spec_sizes[job.id] = spec_size
+
+    def _forget(self, job_id: int) -> JobRow | None:
+        """No longer keep a job in memory (it ended, or was removed); its row if it was."""
+        job = self._unfinished.pop(job_id, None)
+        size = self._spec_sizes.pop(job_id, None)
+        if job is not None and size is not None:
+            left = self._spec_bytes[job.owner.uid] - size
+            if left:
+                self._spec_bytes[job.owner.uid] = left
+            else:
+                del self._spec_bytes[job.owner.uid]
+        return job
+
+    def unfinished_spec_bytes(self, uid: int) -> int:
+        """What the specs of the user's unfinished jobs take as stored (from memory)."""
+        return self._spec_bytes.get(uid, 0)
+
     def _has_ended(self, job_id: int, state: JobState) -> None:
         """A job the store kept in memory has ended: counted, and no longer kept."""
-        job = self._unfinished.pop(job_id, None)
+        job = self._forget(job_id)
         if job is not None:
             self._ended_counts[str(state), job.owner.user] += 1
 
@@ -247,7 +344,7 @@ class Store:
         known = self._unfinished.get(job_id)
         job = job_from(row, spec if known is None else known.spec)
         if job.state in UNFINISHED:
-            self._unfinished[job_id] = job
+            self._keep(job)
         else:
             self._has_ended(job_id, job.state)
         return job
@@ -287,6 +384,17 @@ class Store:
         if row is None:
             raise NotFound(f"no job {job_id}")
         return job_from(row)
+
+    def submitted_with(self, uid: int, token: str) -> Submitted | None:
+        """What the user's submission with this client token queued, if it is remembered."""
+        row = self._db.execute(
+            "SELECT body_hash, first_id, job_count, grouped FROM submit_tokens"
+            " WHERE owner_uid=? AND token=?",
+            (uid, token),
+        ).fetchone()
+        if row is None:
+            return None
+        return Submitted(str(row[0]), int(row[1]), int(row[2]), bool(row[3]))
 
     def jobs(
         self,
@@ -331,9 +439,12 @@ class Store:
         finally:
             db.close()
 
-    def _reader(self) -> sqlite3.Connection:
-        """A read-only connection of its own, for a worker thread (WAL: beside the writer)."""
-        return sqlite3.connect(f"{self._path.as_uri()}?mode=ro", uri=True)
+    def _reader(self, *, any_thread: bool = False) -> sqlite3.Connection:
+        """A read-only connection of its own, for a worker thread (WAL: beside the writer);
+        `any_thread`: for one that several worker threads use in turn."""
+        return sqlite3.connect(
+            f"{self._path.as_uri()}?mode=ro", uri=True, check_same_thread=not any_thread
+        )
 
     @staticmethod
     def _page(
@@ -405,6 +516,95 @@ class Store:
             )
         return [event_from(r) for r in cur]
 
+    # -- the event history: paged replays and pruning (streams.py, event_pruning.py) -------
+
+    def event_reader(self) -> sqlite3.Connection:
+        """A read-only connection for `event_page` and `prunable_events` on worker threads,
+        used by one stream or one pruning pass at a time; the caller closes it."""
+        db = self._reader(any_thread=True)
+        db.row_factory = sqlite3.Row
+        return db
+
+    @staticmethod
+    def event_page(
+        db: sqlite3.Connection, since: int, job_id: int | None, limit: int
+    ) -> tuple[list[EventRow], int]:
+        """Up to `limit` events after `since` (of one job, or all), and the id the next page
+        starts after: the last event's, or when the page is not full, the last event stored
+        then (a job's replay skips what it has already passed over)."""
+        where, args = ("id>?", [since])
+        if job_id is not None:
+            where, args = "job_id=? AND id>?", [job_id, since]
+        db.execute("BEGIN")  # the page and the last id from one snapshot
+        try:
+            rows = [
+                event_from(r)
+                for r in db.execute(
+                    "SELECT id, time, job_id, from_state, to_state, reason FROM events"
+                    f" WHERE {where} ORDER BY id LIMIT ?",
+                    [*args, limit],
+                )
+            ]
+            if len(rows) == limit:
+                return rows, rows[-1].id
+            (top,) = db.execute("SELECT max(id) FROM events").fetchone()
+            return rows, max(since, int(top or 0))
+        finally:
+            db.execute("COMMIT")
+
+    def events_pruned_before(self) -> int:
+        """The id before which the history keeps only each job's latest event (0: nothing
+        was pruned)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='events_pruned_before'")
+        found = row.fetchone()
+        return int(found[0]) if found else 0
+
+    @staticmethod
+    def event_cut(db: sqlite3.Connection, max_events: int, before: float | None) -> int:
+        """The last id a pruning pass may remove: past the newest `max_events` (0: no such
+        bound), or older than the time `before` (None: no such bound)."""
+        (top,) = db.execute("SELECT max(id) FROM events").fetchone()
+        cut = max(0, int(top or 0) - max_events) if max_events else 0
+        if before is not None:
+            (old,) = db.execute("SELECT max(id) FROM events WHERE time<?", (before,)).fetchone()
+            cut = max(cut, int(old or 0))
+        return cut
+
+    @staticmethod
+    def prunable_events(db: sqlite3.Connection, after: int, cut: int, limit: int) -> list[int]:
+        """Ids after `after`, up to `cut`, of events that are not their job's latest (which
+        is kept: `trainq wait` on an ended job reads its end there), oldest first."""
+        rows = db.execute(
+            "SELECT e.id FROM events e WHERE e.id>? AND e.id<=? AND EXISTS"
+            " (SELECT 1 FROM events n WHERE n.job_id=e.job_id AND n.id>e.id)"
+            " ORDER BY e.id LIMIT ?",
+            (after, cut, limit),
+        )
+        return [int(r[0]) for r in rows]
+
+    def prune_events(self, ids: Sequence[int], pruned_before: int) -> None:
+        """Delete the events `ids` (prunable_events') and record that the history before
+        `pruned_before` keeps only each job's latest event, in one short transaction."""
+        with self._tx():
+            # An idle flag counted by the metrics outlives its event, as a removed job's do.
+            marks = ",".join("?" * len(ids))
+            (flags,) = self._db.execute(
+                f"SELECT count(*) FROM events WHERE id IN ({marks})"
+                " AND from_state = to_state AND reason LIKE 'GPUs idle%'",
+                list(ids),
+            ).fetchone()
+            if flags:
+                self._db.execute(
+                    "INSERT INTO removed_totals(metric, label, value) VALUES ('idle_flags', '', ?)"
+                    " ON CONFLICT(metric, label) DO UPDATE SET value = value + excluded.value",
+                    (flags,),
+                )
+            self._db.executemany("DELETE FROM events WHERE id=?", [(i,) for i in ids])
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('events_pruned_before', ?)",
+                (str(max(pruned_before, self.events_pruned_before())),),
+            )
+
     def counts(self) -> dict[str, int]:
         """Jobs by state, from memory (no query: health checks ask often)."""
         counts = {str(s): 0 for s in JobState}
@@ -413,6 +613,26 @@ class Store:
         for job in self._unfinished.values():
             counts[str(job.state)] += 1
         return counts
+
+    def counter_totals(self) -> CounterTotals:
+        """The counters' totals, from every row and what removed jobs left (a start-up read:
+        it counts the tables whole)."""
+        totals: Counter[tuple[str, str]] = Counter()
+        parts, args = _counter_parts(None)
+        sql = f"{parts} UNION ALL SELECT metric, label, value FROM removed_totals"
+        for metric, label, value in self._db.execute(sql, args):
+            totals[str(metric), str(label)] += int(value)
+
+        def by_label(metric: str) -> dict[str, int]:
+            return {label: n for (name, label), n in totals.items() if name == metric and n}
+
+        return CounterTotals(
+            submitted=by_label("submitted"),
+            ended=by_label("ended"),
+            retries=totals["retries", ""],
+            preemptions=totals["preemptions", ""],
+            idle_flags=totals["idle_flags", ""],
+        )
 
     def counts_by_user(self) -> list[tuple[str, str, int]]:
         """(state, user, jobs) for every pair that has a job, from memory (a scrape asks)."""
@@ -494,28 +714,40 @@ class Store:
         disk) raises DiskFull for all of them, with nothing changed, in the database or in
         memory: the jobs join those kept in memory only once they are durable."""
         results: list[list[JobRow] | Exception] = []
+        stored: list[tuple[list[JobRow], list[int]]] = []
         with self._tx():
+            if any(submission.token for submission in submissions):
+                self._db.execute(
+                    "DELETE FROM submit_tokens WHERE created_at < ?", (now - SUBMIT_TOKEN_SECONDS,)
+                )
             for submission in submissions:
                 self._db.execute("SAVEPOINT submission")
                 try:
-                    rows = self._insert(submission, now)
-                except sqlite3.Error as exc:
+                    rows, sizes = self._insert(submission, now)
+                except (sqlite3.Error, TokenUsed) as exc:
                     self._db.execute("ROLLBACK TO submission")
                     self._db.execute("RELEASE submission")
-                    results.append(DiskFull(DISK_FULL_MESSAGE) if is_disk_full(exc) else exc)
+                    disk_full = isinstance(exc, sqlite3.Error) and is_disk_full(exc)
+                    results.append(DiskFull(DISK_FULL_MESSAGE) if disk_full else exc)
                     continue
                 self._db.execute("RELEASE submission")
                 results.append(rows)
-        for result in results:
-            if isinstance(result, list):
-                self._unfinished.update((job.id, job) for job in result)
+                stored.append((rows, sizes))
+        for rows, sizes in stored:
+            for job, size in zip(rows, sizes, strict=True):
+                self._keep(job, size)
         return results
 
-    def _insert(self, submission: NewJobs, now: float) -> list[JobRow]:
+    def _insert(self, submission: NewJobs, now: float) -> tuple[list[JobRow], list[int]]:
         """The rows of one submission, inside the caller's transaction: the jobs with
         executemany, one event row each, and the rows built from what was written rather
         than read back one by one (a sweep of 10,000 is one request)."""
         specs, owner = submission.specs, submission.owner
+        if submission.token is not None:
+            # Checked under the write lock: two requests with one token queue once.
+            earlier = self.submitted_with(submission.token.uid, submission.token.token)
+            if earlier is not None:
+                raise TokenUsed(earlier)
         sql = (
             "INSERT INTO jobs(name, state, priority, owner_uid, owner_gid, owner_user, spec,"
             " created_at, group_id) VALUES (?,?,?,?,?,?,?,?,?)"
@@ -545,7 +777,21 @@ class Store:
             " VALUES (?,?,NULL,?,'submitted')",
             ((now, job_id, pending) for job_id in ids),
         )
-        return [
+        if (token := submission.token) is not None:
+            self._db.execute(
+                "INSERT INTO submit_tokens(owner_uid, token, body_hash, first_id, job_count,"
+                " grouped, created_at) VALUES (?,?,?,?,?,?,?)",
+                (
+                    token.uid,
+                    token.token,
+                    token.body_hash,
+                    first,
+                    len(specs),
+                    submission.grouped,
+                    now,
+                ),
+            )
+        rows = [
             JobRow(
                 id=job_id,
                 name=spec.name,
@@ -568,6 +814,7 @@ class Store:
             )
             for job_id, spec in zip(ids, specs, strict=True)
         ]
+        return rows, [len(text.encode()) for text in texts]
 
     def transition(
         self,
@@ -811,13 +1058,16 @@ class Store:
         row, in one transaction; Conflict if it started meanwhile."""
         with self._tx():
             self._pending_only(job_id, "changed")
+            text = spec.model_dump_json()
             self._db.execute(
                 "UPDATE jobs SET spec=?, priority=?, boost=? WHERE id=? AND state=?",
-                (spec.model_dump_json(), spec.priority, boost, job_id, str(JobState.PENDING)),
+                (text, spec.priority, boost, job_id, str(JobState.PENDING)),
             )
             self._event(job_id, now, JobState.PENDING, JobState.PENDING, reason)
         self._unfinished.pop(job_id, None)  # so that the new spec is the one kept
-        return self._refresh(job_id, spec)
+        job = self._refresh(job_id, spec)
+        self._keep(job, len(text.encode()))
+        return job
 
     def _load_drains(self) -> None:
         self._drains = {
@@ -879,8 +1129,16 @@ class Store:
                 raise NotFound(f"no job {job_id}")
             if JobState(row[0]) not in TERMINAL:
                 raise Conflict(f"job {job_id} is {row[0]}; only an ended job can be removed")
+            # What the job added to the metrics' counters outlives it.
+            parts, args = _counter_parts(job_id)
+            self._db.execute(
+                f"INSERT INTO removed_totals(metric, label, value) SELECT * FROM ({parts})"
+                " WHERE true"  # an upsert from a SELECT needs its WHERE (SQLite's parser)
+                " ON CONFLICT(metric, label) DO UPDATE SET value = value + excluded.value",
+                args,
+            )
             self._db.execute("DELETE FROM events WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM attempts WHERE job_id=?", (job_id,))
             self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
-        self._unfinished.pop(job_id, None)
+        self._forget(job_id)
         self._ended_counts[str(row[0]), str(row[1])] -= 1

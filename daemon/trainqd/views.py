@@ -9,6 +9,7 @@ from trainq.core.reasons import Wait, WaitReason, render
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
+from trainqd.authorization import Sight
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
 from trainqd.retry import signal_name
@@ -21,7 +22,7 @@ def ts(value: float | None) -> datetime | None:
 
 
 def attempt_record(
-    row: AttemptRow, container: str | None = None, *, reveal: bool = True
+    row: AttemptRow, container: str | None = None, *, reveal: Sight = Sight.WHOLE
 ) -> AttemptRecord:
     return AttemptRecord(
         number=row.number,
@@ -60,19 +61,38 @@ HIDDEN = "<hidden>"
 REDACTED_REASON = "details visible to the owner"
 
 
-def visible_reason(reason: str | None, reveal: bool) -> str | None:
+def visible_reason(reason: str | None, reveal: Sight) -> str | None:
     """A failure's reason as a caller may see it: the owner and admins read it whole, every
     other user learns only that there is one."""
-    if reveal or reason is None:
+    if reveal is Sight.WHOLE or reason is None:
         return reason
     return REDACTED_REASON
 
 
-def visible_spec(spec: JobSpec, reveal: bool) -> JobSpec:
+def visible_name(job: JobRow, reveal: Sight) -> str:
+    """The job's name, or under `private_data` for other users the one trainq gives it."""
+    return f"job-{job.id}" if reveal is Sight.PRIVATE else job.display_name
+
+
+def visible_spec(spec: JobSpec, reveal: Sight) -> JobSpec:
     """The spec as a caller may see it: environment and hyperparameter values (API tokens
     travel in both) only for the job's owner and admins; the names stay, so everyone sees
-    what the job relies on."""
-    if reveal or not (spec.environment or spec.hyperparameters):
+    what the job relies on. Under `private_data` other users see what it asks of the host
+    (GPUs, class, limits) and nothing of what it runs: its name, command or image, working
+    directory, channels, hyperparameters and environment are hidden or left out."""
+    if reveal is Sight.PRIVATE:
+        return spec.model_copy(
+            update={
+                "name": None,
+                "command": None if spec.command is None else [HIDDEN],
+                "image": None if spec.image is None else HIDDEN,
+                "working_dir": None if spec.working_dir is None else HIDDEN,
+                "hyperparameters": {},
+                "environment": {},
+                "channels": {},
+            }
+        )
+    if reveal is Sight.WHOLE or not (spec.environment or spec.hyperparameters):
         return spec
     return spec.model_copy(
         update={
@@ -88,7 +108,7 @@ def job_record(
     dirs: JobDirs,
     waiting: WaitReason | None,
     *,
-    reveal: bool,
+    reveal: Sight,
     instance: str,
     use: AttemptUse | None = None,
     place: int | None = None,
@@ -98,7 +118,7 @@ def job_record(
     latest = use.latest if use is not None else None
     return JobRecord(
         id=job.id,
-        name=job.display_name,
+        name=visible_name(job, reveal),
         state=job.state,
         priority=job.priority,
         owner=Owner(uid=job.owner.uid, user=job.owner.user),

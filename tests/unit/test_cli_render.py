@@ -188,7 +188,7 @@ def some_jobs() -> list[dict[str, Any]]:
         job(id=13, name="bert", state="PENDING", gpus=[], started_at=None, attempts=[],
             pending_reason="waiting for 2 GPUs (1 free) [bold]not markup[/bold]"),
         job(id=9, state="FAILED", gpus=[], ended_at=NOW - timedelta(hours=2),
-            started_at=NOW - timedelta(hours=5), failure_reason=TRACEBACK),
+            started_at=NOW - timedelta(hours=5), failure_reason=TRACEBACK, attempts=[]),
     ]  # fmt: skip
 
 

@@ -56,8 +56,12 @@ def test_hyperparameters_become_strings() -> None:
         ({"image": "-v/etc:/x"}, "not an image reference"),
         (spec(max_runtime_seconds=0), "max_runtime_seconds"),
         (spec(working_dir="relative"), "must be an absolute path"),
+        (spec(working_dir="/" + "d" * 4096), "longer than 4096 characters"),
         (spec(command=[]), "command"),
         (spec(command=[""]), "program may not be empty"),
+        (spec(command=["echo", "é" * 65_536]), "command argument 1 is longer than 131071"),
+        (spec(command=["true"] * 4097), "at most 4096 items"),
+        (spec(environment={f"V{i}": "" for i in range(1001)}), "at most 1000"),
     ],
 )
 def test_bad_specs_get_one_clear_line(data: dict[str, object], message: str) -> None:

@@ -56,6 +56,15 @@ MAX_ENV_TOTAL = 512 * 1024
 # A container gets the job's variables in an --env-file, which the engines read a line at a
 # time into a 64 KiB buffer; no value of them ever goes on a command line (docs/security.md).
 ENV_FILE_LINE_LIMIT = 64 * 1024 - 1
+# Budgets on a spec's lists, far above honest use: each variable is a line of an env file or
+# a string of the trainer's environment, and the kernel refuses any one argument or
+# environment string over 128 KiB (MAX_ARG_STRLEN, its NUL included). The number of channels
+# (each one a bind mount for a container job) is the administrator's (trainqd's
+# max_channels_per_job); the size of a whole spec too (max_spec_bytes).
+MAX_ENV_VARS = 1000
+MAX_PATH = 4096  # Linux's PATH_MAX, as a channel's source
+MAX_COMMAND_ARGS = 4096
+MAX_ARG_BYTES = 128 * 1024 - 1
 
 TRANSIENT_EXIT_CODES = (6, 134, 11, 139)
 
@@ -140,7 +149,7 @@ class JobSpec(_Strict):
     job_class: str | None = Field(default=None, alias="class")
     priority: Annotated[StrictInt, Field(ge=-10_000, le=10_000)] = 0
     gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
-    command: Annotated[list[str], Field(min_length=1, max_length=4096)] | None = None
+    command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)] | None = None
     image: str | None = None
     engine: Literal["docker", "podman"] | None = None
     network: Literal["none", "host", "bridge"] | None = None
@@ -177,6 +186,12 @@ class JobSpec(_Strict):
                 raise ValueError("the command's program may not be empty")
             if any("\0" in arg for arg in value):
                 raise ValueError("command arguments may not contain a NUL byte")
+            for index, arg in enumerate(value):
+                if len(arg) > MAX_ARG_BYTES // 4 and len(arg.encode()) > MAX_ARG_BYTES:
+                    raise ValueError(
+                        f"command argument {index} is longer than {MAX_ARG_BYTES} bytes, "
+                        "the most the kernel passes a program"
+                    )
         return value
 
     @field_validator("image")
@@ -189,6 +204,8 @@ class JobSpec(_Strict):
     @field_validator("working_dir")
     @classmethod
     def _working_dir(cls, value: str | None) -> str | None:
+        if value is not None and len(value) > MAX_PATH:
+            raise ValueError(f"working_dir is longer than {MAX_PATH} characters (PATH_MAX)")
         if value is not None and (not value.startswith("/") or "\0" in value):
             raise ValueError(f"working_dir {value!r} must be an absolute path")
         return value
@@ -229,6 +246,10 @@ class JobSpec(_Strict):
     @field_validator("environment")
     @classmethod
     def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_ENV_VARS:
+            raise ValueError(
+                f"{len(value)} environment variables; a job may set at most {MAX_ENV_VARS}"
+            )
         for key, text in value.items():
             if not ENV_NAME_RE.match(key):
                 raise ValueError(f"environment variable name {key!r} is not valid")

@@ -84,6 +84,10 @@ def _operation(
     }
     parameters = [_path_parameter(name) for name in route.param_names]
     parameters += [_query_parameter(param) for param in route.query]
+    parameters += [
+        {"name": name, "in": "header", "schema": {"type": "string"}, "description": about}
+        for name, about in route.headers
+    ]
     if parameters:
         operation["parameters"] = parameters
     if route.request_model is not None:

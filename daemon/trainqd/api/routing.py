@@ -221,6 +221,8 @@ class Route:
     status: int = 200  # the success status, for the OpenAPI document
     body_optional: bool = False  # the request body may be left out (an empty body is {})
     max_body: int | None = None  # a larger body than the server's limit (bytes), or None
+    # Request headers it reads, for the OpenAPI document: (name, description).
+    headers: Sequence[tuple[str, str]] = ()
 
     @property
     def param_names(self) -> list[str]:
