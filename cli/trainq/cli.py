@@ -34,7 +34,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -47,6 +47,7 @@ from trainq.core import __version__
 from trainq.core.errors import TrainqError
 from trainq.core.paths import SOCKET_ENV, client_socket
 from trainq.core.states import JobState
+from trainq.logs import parse_since
 from trainq.specfile import (
     parse_channel,
     parse_env,
@@ -133,7 +134,18 @@ STATE = _typed(_state, "state")
 ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
 SWEEP = _typed(parse_sweep, "KEY=V1,V2")
+SINCE = _typed(parse_since, "time")
 GPU_INDICES = _typed(_gpu_indices, "GPU indices")
+
+
+def _did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`; did you mean 'submit'?` for a near miss (`sumbit`, `--gpu`), else nothing."""
+    import difflib  # noqa: PLC0415 (only a mistake pays for it)
+
+    # Flags share their `--`, which makes any two look alike: they must be closer.
+    cutoff = 0.8 if word.startswith("-") else 0.7
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class _UsageError(click.UsageError):
@@ -153,7 +165,9 @@ class _Group(TyperGroup):
         if name not in self.commands and not ctx.resilient_parsing:
             choices = ", ".join(repr(command) for command in self.commands)
             raise _UsageError(
-                f"argument COMMAND: invalid choice: {name!r} (choose from {choices})", ctx
+                f"argument COMMAND: invalid choice: {name!r} (choose from {choices})"
+                + _did_you_mean(name, self.commands),
+                ctx,
             )
         return super().resolve_command(ctx, args)
 
@@ -188,11 +202,41 @@ AnyJob = Annotated[int, _job_argument(any_job)]
 UnfinishedJob = Annotated[int, _job_argument(unfinished_job)]
 # `stop` and `wait` take a JOB or a sweep's --group.
 OptionalAnyJob = Annotated[int | None, _job_argument(any_job)]
-OptionalUnfinishedJob = Annotated[int | None, _job_argument(unfinished_job)]
 GroupOption = Annotated[
     int | None,
     typer.Option(metavar="G", parser=JOB_ID, help="a sweep's group (its first job's id)"),
 ]
+
+
+# `stop`, `hold`, `release`, `rm`: several jobs, or filters that pick them (trainq.selection).
+SomeUnfinishedJobs = Annotated[
+    list[int] | None,
+    typer.Argument(
+        metavar="JOB...", parser=JOB_ID, autocompletion=unfinished_job, show_default=False
+    ),
+]
+SomeJobs = Annotated[
+    list[int] | None,
+    typer.Argument(metavar="JOB...", parser=JOB_ID, autocompletion=any_job, show_default=False),
+]
+UserFilter = Annotated[
+    str | None, typer.Option("--user", metavar="NAME", help="this user's jobs (default: yours)")
+]
+StateFilter = Annotated[
+    str | None, typer.Option("--state", metavar="S", parser=STATE, help="jobs in this state")
+]
+NameFilter = Annotated[
+    str | None, typer.Option("--name", metavar="GLOB", help="jobs whose name matches")
+]
+
+
+def _jobs_or_filters(ctx: typer.Context, jobs: list[int] | None, **filters: Any) -> None:
+    from trainq.selection import Filters, check  # noqa: PLC0415
+
+    try:
+        check(jobs or [], Filters(**filters))
+    except TrainqError as exc:
+        raise _UsageError(exc.message, ctx) from None
 
 
 def _job_or_group(ctx: typer.Context, job: int | None, group: int | None) -> None:
@@ -335,6 +379,10 @@ def submit(
             "--wait", help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED"
         ),
     ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="with --wait: print the job's output as it is written"),
+    ] = False,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
     token: Annotated[
         str | None,
@@ -345,11 +393,14 @@ def submit(
     ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
+    if follow and sweep:
+        raise _UsageError("argument --follow: follows one job, not a --sweep", ctx)
     return _parsed(
         ctx, "submit", socket=socket, file=file, name=name, gpus=gpus, priority=priority,
         job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
-        engine=engine, workdir=workdir, wait=wait, json=json, token=token,
+        engine=engine, workdir=workdir, wait=wait or follow, follow=follow, json=json,
+        token=token,
         command_argv=list(command_argv or []), sweep=list(sweep or []),
     )  # fmt: skip
 
@@ -357,8 +408,12 @@ def submit(
 @app.command(short_help="stop a job (SIGTERM, grace, SIGKILL)", context_settings=JOB_COMMAND)
 def stop(
     ctx: typer.Context,
-    job: OptionalUnfinishedJob = None,
+    jobs: SomeUnfinishedJobs = None,
+    *,
     group: GroupOption = None,
+    user: UserFilter = None,
+    state: StateFilter = None,
+    name: NameFilter = None,
     grace: Annotated[
         float | None,
         typer.Option(
@@ -369,10 +424,14 @@ def stop(
     ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Stop a job: SIGTERM, its grace, then SIGKILL. Prints the state it is in now. With
-    --group, every unfinished job of the group that you may stop."""
-    _job_or_group(ctx, job, group)
-    return _parsed(ctx, "stop", socket=socket, job=job, group=group, grace=grace)
+    """Stop jobs: SIGTERM, their grace, then SIGKILL. Prints the state each is in now. With
+    --group alone, every unfinished job of the group that you may stop; with filters
+    (--user, --state, --name, --group), the unfinished jobs they pick, yours unless --user."""
+    _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
+    return _parsed(
+        ctx, "stop", socket=socket, jobs=jobs or [], group=group, user=user, state=state,
+        name=name, grace=grace,
+    )  # fmt: skip
 
 
 @app.command(short_help="list jobs (unfinished ones by default)")
@@ -406,10 +465,14 @@ def show(
     ctx: typer.Context,
     job: AnyJob,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
+    all_fields: Annotated[
+        bool, typer.Option("--all-fields", help="every field, those not set too")
+    ] = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Everything about one job: its state, spec and attempts."""
-    return _parsed(ctx, "show", socket=socket, job=job, json=json)
+    """One job: its state, spec and attempts (the fields that hold something unless
+    --all-fields)."""
+    return _parsed(ctx, "show", socket=socket, job=job, json=json, all_fields=all_fields)
 
 
 @app.command(short_help="print a job's output", context_settings=JOB_COMMAND)
@@ -426,15 +489,39 @@ def logs(
         int | None,
         typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
     ] = None,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "-n",
+            "--tail",
+            metavar="N",
+            parser=COUNT,
+            help="only the last N lines (with -f: 10 unless given)",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="WHEN",
+            parser=SINCE,
+            help="only what was written since: 10m, 2h, 1d ago, or a time (2026-05-01T12:00)",
+        ),
+    ] = None,
+    timestamps: Annotated[
+        bool,
+        typer.Option("-t", "--timestamps", help="each line with its time and its stream"),
+    ] = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Print a job's output, byte for byte (both streams unless --stdout or --stderr)."""
+    """Print a job's output: both streams in the order they were written (unless --stdout
+    or --stderr), byte for byte."""
     if stdout and stderr:
         raise _UsageError("argument --stderr: not allowed with argument --stdout", ctx)
     stream = "stdout" if stdout else "stderr" if stderr else "both"
     return _parsed(
-        ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt
-    )
+        ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt,
+        tail=tail, since=since, timestamps=timestamps,
+    )  # fmt: skip
 
 
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)
@@ -496,7 +583,6 @@ def users(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argp
 
 # -- sharing the workstation (trainq.sharing_commands) ---------------------------------
 
-Jobs = Annotated[list[int], typer.Argument(metavar="JOB...", parser=JOB_ID, autocompletion=any_job)]
 GpuIndices = Annotated[
     str | None,
     typer.Option(
@@ -506,16 +592,42 @@ GpuIndices = Annotated[
 
 
 @app.command(short_help="keep pending jobs from starting", context_settings=JOB_COMMAND)
-def hold(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
+def hold(
+    ctx: typer.Context,
+    jobs: SomeUnfinishedJobs = None,
+    *,
+    user: UserFilter = None,
+    state: StateFilter = None,
+    name: NameFilter = None,
+    group: GroupOption = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
     """Keep pending jobs from starting until `trainq release` (your own jobs; an admin's
-    hold is an admin's to release)."""
-    return _parsed(ctx, "hold", socket=socket, jobs=jobs)
+    hold is an admin's to release). Filters pick pending jobs, yours unless --user."""
+    _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
+    return _parsed(
+        ctx, "hold", socket=socket, jobs=jobs or [], user=user, state=state, name=name,
+        group=group,
+    )  # fmt: skip
 
 
 @app.command(short_help="let held jobs start", context_settings=JOB_COMMAND)
-def release(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
-    """Let held jobs start again."""
-    return _parsed(ctx, "release", socket=socket, jobs=jobs)
+def release(
+    ctx: typer.Context,
+    jobs: SomeUnfinishedJobs = None,
+    *,
+    user: UserFilter = None,
+    state: StateFilter = None,
+    name: NameFilter = None,
+    group: GroupOption = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Let held jobs start again. Filters pick pending jobs, yours unless --user."""
+    _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
+    return _parsed(
+        ctx, "release", socket=socket, jobs=jobs or [], user=user, state=state, name=name,
+        group=group,
+    )  # fmt: skip
 
 
 @app.command(short_help="change a pending job", context_settings=JOB_COMMAND)
@@ -551,9 +663,30 @@ def update(
 
 
 @app.command(short_help="delete ended jobs, their logs and files", context_settings=JOB_COMMAND)
-def rm(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
+def rm(
+    ctx: typer.Context,
+    jobs: SomeJobs = None,
+    *,
+    ended: Annotated[
+        bool, typer.Option("--ended", help="every ended job of yours (or of --user)")
+    ] = False,
+    older_than: Annotated[
+        float | None,
+        typer.Option(metavar="AGE", parser=DURATION, help="with --ended: ended before 7d, 12h"),
+    ] = None,
+    user: UserFilter = None,
+    name: NameFilter = None,
+    group: GroupOption = None,
+    socket: Socket = None,
+) -> argparse.Namespace:
     """Delete ended jobs: their directories (logs, ml root, checkpoints) and records."""
-    return _parsed(ctx, "rm", socket=socket, jobs=jobs)
+    _jobs_or_filters(
+        ctx, jobs, ended=ended, older_than=older_than, user=user, name=name, group=group
+    )
+    return _parsed(
+        ctx, "rm", socket=socket, jobs=jobs or [], ended=ended, older_than=older_than,
+        user=user, name=name, group=group,
+    )  # fmt: skip
 
 
 @app.command(short_help="start nothing new on GPUs or the host (admins)")
@@ -588,6 +721,13 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        unknown = re.match(r"unrecognized arguments: (-\S+)", message)
+        if unknown:
+            flags = list(self._option_string_actions)
+            for action in self._subparsers._group_actions if self._subparsers else ():
+                for sub in getattr(action, "choices", {}).values():
+                    flags += list(sub._option_string_actions)
+            message += _did_you_mean(unknown[1], flags)
         self.exit(USAGE, f"{self.prog}: {message}\n")
 
 
@@ -597,15 +737,31 @@ def _argparse_command(
     """Register `name`, whose flags `add_parser(sub, common)` defines with argparse: typer
     hands it the rest of the line untouched (and `--help` too, which argparse answers)."""
 
-    def command(
-        ctx: typer.Context,
-        words: Annotated[list[str] | None, typer.Argument(metavar="ARGS")] = None,
-    ) -> argparse.Namespace:
+    def parsers() -> tuple[_Parser, _Parser]:
         common = _Parser(add_help=False)
         common.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH")
         parser = _Parser(prog=PROG)
         sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-        add_parser(sub, common)
+        return parser, add_parser(sub, common)
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
+        """The command's flags, and the choices of the flag just typed (`--to slurm`)."""
+        typed = ctx.params.get("words") or []
+        _, own = parsers()
+        if typed and typed[-1] in own._option_string_actions:
+            choices = own._option_string_actions[typed[-1]].choices or ()
+            return [str(choice) for choice in choices if str(choice).startswith(incomplete)]
+        if incomplete.startswith("-"):
+            return [flag for flag in own._option_string_actions if flag.startswith(incomplete)]
+        return []
+
+    def command(
+        ctx: typer.Context,
+        words: Annotated[
+            list[str] | None, typer.Argument(metavar="ARGS", autocompletion=complete)
+        ] = None,
+    ) -> argparse.Namespace:
+        parser, _ = parsers()
         args = parser.parse_args([name, *(words or [])])
         return _parsed(ctx, name, **_fields(args))
 
@@ -641,6 +797,10 @@ def _argument_name(param: click.Parameter) -> str:
     return param.human_readable_name
 
 
+def _flags(ctx: click.Context) -> list[str]:
+    return [opt for param in ctx.command.params for opt in getattr(param, "opts", [])]
+
+
 def _one_line_usage(exc: click.UsageError) -> str:
     """argparse's wording of a usage error, as trainq has always printed it."""
     prefix = exc.ctx.command_path if exc.ctx is not None else PROG
@@ -648,8 +808,18 @@ def _one_line_usage(exc: click.UsageError) -> str:
         message = f"the following arguments are required: {_argument_name(exc.param)}"
     elif isinstance(exc, click.BadParameter) and exc.param is not None:
         message = f"argument {_argument_name(exc.param)}: {exc.message}"
+        # A job id's place takes unknown flags (`show -3` is a bad id): `--nmae` is a flag.
+        flag = re.search(r"got '(--[^']+)'$", exc.message)
+        if isinstance(exc.param, click.Argument) and flag and exc.ctx is not None:
+            hint = _did_you_mean(flag[1], _flags(exc.ctx))
+            if hint:
+                return f"{prefix}: unrecognized arguments: {flag[1]}{hint}"
     elif isinstance(exc, click.NoSuchOption):
         message = f"unrecognized arguments: {exc.option_name}"
+        if exc.ctx is not None:  # click's near misses are loose (`--json` for `--bogus`)
+            hint = _did_you_mean(exc.option_name, _flags(exc.ctx))
+            if hint:
+                return f"{prefix}: {message}{hint}"
     elif isinstance(exc, click.BadOptionUsage) and "requires an argument" in exc.message:
         message = f"argument {exc.option_name}: expected one argument"
     else:
@@ -679,6 +849,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
     if not argv and COMPLETE_VAR not in os.environ:  # a shell asking completes with no argv
         sys.stderr.write(_short_usage())
         return USAGE
+    if {"--show-completion", "--install-completion"} & {word.split("=")[0] for word in argv}:
+        from trainq.completion import keep_our_order  # noqa: PLC0415
+
+        keep_our_order()
     command = typer.main.get_command(app)
     try:
         result = command.main(

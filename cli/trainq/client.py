@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote, urlencode
 
 import h11
@@ -83,6 +83,26 @@ def build_target(path: str, query: Mapping[str, QueryValue] | None = None) -> st
         if value is not None
     ]
     return f"{path}?{urlencode(pairs, quote_via=quote)}" if pairs else path
+
+
+class LogLine(NamedTuple):
+    """A line of a job's output: when the monitor read it, its stream, its text."""
+
+    time: float
+    stream: str
+    text: str
+
+
+def _log_query(
+    stream: str, attempt: int | None, tail: int | None, since: float | None, *, follow: bool
+) -> dict[str, QueryValue]:
+    return {
+        "follow": follow,
+        "stream": stream,
+        "attempt": attempt,
+        "tail": tail,
+        "since": None if since is None else f"{since:.6f}",
+    }
 
 
 def iter_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -569,25 +589,54 @@ class Client:
         _, answer = self.request("POST", "/v1/resume", json=body)
         return answer["drains"]
 
-    def logs(self, job_id: int, *, stream: str = "both", attempt: int | None = None) -> str:
-        """The output of the job's attempt (the last unless `attempt`) so far, as text;
-        `stream` is "both", "stdout" or "stderr"."""
-        with self._log_stream(job_id, stream, attempt, follow=False) as chunks:
+    def logs(
+        self,
+        job_id: int,
+        *,
+        stream: str = "both",
+        attempt: int | None = None,
+        tail: int | None = None,
+        since: float | None = None,
+    ) -> str:
+        """The output of the job's attempt (the last unless `attempt`) so far, as text, both
+        streams in the order they were written; `stream` is "both", "stdout" or "stderr";
+        `tail`: the last N lines only; `since`: what was written from then on (Unix time)."""
+        query = _log_query(stream, attempt, tail, since, follow=False)
+        with self.stream("GET", f"/v1/jobs/{int(job_id)}/logs", query) as chunks:
             return b"".join(chunks).decode("utf-8", "replace")
 
     def follow_logs(
-        self, job_id: int, *, stream: str = "both", attempt: int | None = None
+        self,
+        job_id: int,
+        *,
+        stream: str = "both",
+        attempt: int | None = None,
+        tail: int | None = None,
+        since: float | None = None,
     ) -> Iterator[str]:
         """The attempt's output line by line as it is written, until the job ends."""
-        with self._log_stream(job_id, stream, attempt, follow=True) as chunks:
+        query = _log_query(stream, attempt, tail, since, follow=True)
+        with self.stream("GET", f"/v1/jobs/{int(job_id)}/logs", query) as chunks:
             for line in iter_lines(chunks):
                 yield line.decode("utf-8", "replace")
 
-    def _log_stream(
-        self, job_id: int, stream: str, attempt: int | None, *, follow: bool
-    ) -> ResponseStream:
-        query: dict[str, QueryValue] = {"follow": follow, "stream": stream, "attempt": attempt}
-        return self.stream("GET", f"/v1/jobs/{int(job_id)}/logs", query)
+    def log_lines(
+        self,
+        job_id: int,
+        *,
+        stream: str = "both",
+        attempt: int | None = None,
+        tail: int | None = None,
+        since: float | None = None,
+        follow: bool = False,
+    ) -> Iterator[LogLine]:
+        """Each line of output with when it was written (Unix time) and its stream."""
+        query = {**_log_query(stream, attempt, tail, since, follow=follow), "stamps": True}
+        with self.stream("GET", f"/v1/jobs/{int(job_id)}/logs", query) as chunks:
+            for line in iter_lines(chunks):
+                entry = jsonlib.loads(line) if line.strip() else {}
+                if "text" in entry:
+                    yield LogLine(float(entry["time"]), str(entry["stream"]), entry["text"])
 
     def wait(self, job_id: int) -> JobRecord:
         """Block until the job has ended (through a daemon restart, as `trainq wait` does);
@@ -601,7 +650,8 @@ class Client:
         self, *, job_id: int | None = None, since: int | None = None
     ) -> Iterator[EventRecord]:
         """State changes as they happen (of one job, or all you may see); `since=0` replays
-        the stored ones first. The iterator runs until you stop reading it."""
+        the stored ones first. One job's events end once it has ended; all jobs' run until
+        you stop reading them."""
         from trainq.core.wire import EventRecord  # noqa: PLC0415
 
         query: dict[str, QueryValue] = {"job": job_id, "since": since}

@@ -95,6 +95,10 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     ctx.print(pretty_json(job) if args.json else str(job["id"]))
     if not args.wait:
         return 0
+    if getattr(args, "follow", False):  # its output until it ends, then how it ended
+        from trainq.logs import print_logs  # noqa: PLC0415
+
+        print_logs(ctx, client, int(job["id"]), {"follow": True, "stream": "both"})
     return wait_until_ended(ctx, client, int(job["id"]))
 
 
@@ -120,15 +124,28 @@ def wait(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def stop(ctx: Context, args: argparse.Namespace) -> int:
-    """POST /v1/jobs/{id}/stop; prints the state the job is in now (STOPPING or STOPPED)."""
+    """POST /v1/jobs/{id}/stop; prints the state the job is in now (STOPPING or STOPPED),
+    after its id when there are several."""
+    from trainq.selection import Filters, each, filters_of, jobs_to_act_on  # noqa: PLC0415
+
     body = {} if args.grace is None else {"grace_seconds": args.grace}
-    if getattr(args, "group", None) is not None:
+    jobs = list(getattr(args, "jobs", None) or [])
+    filters = filters_of(args)
+    if not jobs and filters.group is not None and filters == Filters(group=filters.group):
         from trainq import groups  # noqa: PLC0415
 
-        return groups.stop_group(ctx, args.group, body)
-    _, job = ctx.client().request("POST", _job_path(args.job, "/stop"), json=body)
-    ctx.print(str(job.get("state", "?")))
-    return 0
+        return groups.stop_group(ctx, filters.group, body)
+    client = ctx.client()
+    if len(jobs) == 1 and not filters.given():
+        _, job = client.request("POST", _job_path(jobs[0], "/stop"), json=body)
+        ctx.print(str(job.get("state", "?")))
+        return 0
+
+    def act(job_id: int) -> str:
+        _, job = client.request("POST", _job_path(job_id, "/stop"), json=body)
+        return f"{job_id} {job.get('state', '?')}"
+
+    return each(ctx, jobs_to_act_on(ctx, args), act)
 
 
 def ls(ctx: Context, args: argparse.Namespace) -> int:
@@ -172,20 +189,16 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     from trainq.render import job_detail, options_for  # noqa: PLC0415 (rich)
 
-    ctx.print(job_detail(job, options_for(ctx.stdout, ctx.environ, ctx.now())))
+    opts = options_for(ctx.stdout, ctx.environ, ctx.now())
+    ctx.print(job_detail(job, opts, all_fields=getattr(args, "all_fields", True)))
     return 0
 
 
 def logs(ctx: Context, args: argparse.Namespace) -> int:
-    """GET /v1/jobs/{id}/logs: the attempt's output, byte for byte, as it arrives."""
-    query: dict[str, Any] = {"follow": args.follow, "stream": args.stream}
-    if args.attempt is not None:
-        query["attempt"] = args.attempt
-    out = ctx.stdout_bytes()
-    with ctx.client().stream("GET", _job_path(args.job, "/logs"), query) as chunks:
-        for chunk in chunks:
-            out.write(chunk)
-            out.flush()
+    """GET /v1/jobs/{id}/logs: the attempt's output as it arrives (trainq.logs)."""
+    from trainq.logs import print_logs, query_for  # noqa: PLC0415
+
+    print_logs(ctx, ctx.client(), args.job, query_for(args, ctx.now()))
     return 0
 
 

@@ -59,3 +59,19 @@ def any_job(ctx: Any, incomplete: str) -> list[tuple[str, str]]:
 def unfinished_job(ctx: Any, incomplete: str) -> list[tuple[str, str]]:
     """Completion for `stop`: only jobs that have not ended."""
     return matching_jobs(_socket_of(ctx), incomplete, ended_too=False)
+
+
+def keep_our_order() -> None:
+    """bash and fish sort what they are offered, so job ids would come as 1, 10, 11, 2:
+    the scripts `--show-completion` and `--install-completion` write ask them to keep
+    trainq's order (ids ascending) instead. typer has no setting for it: its templates are
+    amended in place (typer is pinned, pyproject.toml)."""
+    from typer import _completion_shared as shared  # noqa: PLC0415 (only for those flags)
+
+    scripts = shared._completion_scripts
+    scripts["bash"] = scripts["bash"].replace("complete -o default -F", NOSORT_BASH)
+    if "--keep-order" not in scripts["fish"]:
+        scripts["fish"] = scripts["fish"].replace("--no-files", "--no-files --keep-order", 1)
+
+
+NOSORT_BASH = "complete -o default -o nosort -F"

@@ -74,12 +74,9 @@ class ExportRequest(NamedTuple):
 
 def job_spec(ctx: Context, request: ExportRequest) -> JobSpec:
     """The spec to export, validated as trainqd validates a submission."""
-    from trainq.core.spec import parse_spec  # noqa: PLC0415 (see TYPE_CHECKING above)
-
     if request.job is not None:
-        given = [value for value in request.flags if value not in (None, (), [])]
-        if request.spec_file is not None or given:
-            raise InvalidRequest("give either JOB or a spec (-f SPEC and flags), not both")
+        if request.spec_file is not None:
+            raise InvalidRequest("give either JOB or -f SPEC, not both")
         _, record = ctx.client().request("GET", f"/v1/jobs/{request.job}")
         data = record.get("spec")
         if not isinstance(data, dict):
@@ -91,18 +88,32 @@ def job_spec(ctx: Context, request: ExportRequest) -> JobSpec:
                     f"{field}: the values of {', '.join(hidden)} are hidden from you "
                     f"(job {request.job} is not yours)"
                 )
-        return parse_spec(data)
-    if ctx.cwd is None:
-        raise InvalidRequest("the current directory no longer exists; cd to one that does")
-    file_data = (
-        load_spec_file(request.spec_file, ctx.cwd, ctx.environ) if request.spec_file else None
-    )
-    data = build_spec(file_data, request.flags, ctx.cwd, ctx.environ)
+        if any(value not in (None, (), []) for value in request.flags):
+            data = build_spec(data, request.flags, _cwd(ctx), ctx.environ)  # flags over it
+        return _parsed(data)
+    cwd = _cwd(ctx)
+    file_data = load_spec_file(request.spec_file, cwd, ctx.environ) if request.spec_file else None
+    data = build_spec(file_data, request.flags, cwd, ctx.environ)
     if data.get("command") is None and data.get("image") is None:
         raise InvalidRequest(
             "nothing to export: give -f SPEC, a command after `--`, --image IMAGE, or a JOB"
         )
-    return parse_spec(data)
+    return _parsed(data)
+
+
+def _cwd(ctx: Context) -> Path:
+    if ctx.cwd is None:
+        raise InvalidRequest("the current directory no longer exists; cd to one that does")
+    return ctx.cwd
+
+
+def _parsed(data: dict[str, Any]) -> JobSpec:
+    from trainq.core.spec import parse_spec  # noqa: PLC0415 (see TYPE_CHECKING above)
+
+    try:
+        return parse_spec(data)
+    except ValueError as exc:  # one line, exit 2, as trainqd refuses a submission
+        raise InvalidSpec(str(exc)) from None
 
 
 def artifact(spec: JobSpec, request: ExportRequest) -> str:
@@ -149,6 +160,11 @@ def _sagemaker_body(spec: JobSpec, request: ExportRequest) -> dict[str, Any]:
 def run_export(ctx: Context, request: ExportRequest) -> int:
     spec = job_spec(ctx, request)
     text = artifact(spec, request)
+    if request.target == "slurm":
+        from trainq.core.export import slurm  # noqa: PLC0415
+
+        for note in slurm.notes(spec):
+            ctx.say(f"note: {note}")
     path: Path | None = None
     if request.output is None:
         ctx.stdout.write(text)

@@ -419,9 +419,19 @@ def _attempt_rows(
     return rows
 
 
-def job_detail(job: Mapping[str, Any], opts: RenderOptions) -> str:
-    """The `show` view: every field of the record, its spec, and its attempts as a table."""
+def _is_set(value: Any) -> bool:
+    return value not in (None, "", [], {}, False)
+
+
+def job_detail(job: Mapping[str, Any], opts: RenderOptions, all_fields: bool = True) -> str:
+    """The `show` view: the record's fields, its spec, and its attempts as a table; without
+    `all_fields`, only the fields and spec keys that hold something."""
     job = inert_data(dict(job))
+    if not all_fields:
+        job = {key: value for key, value in job.items() if _is_set(value) or key == "state"}
+        spec = job.get("spec")
+        if isinstance(spec, dict):
+            job["spec"] = {key: value for key, value in spec.items() if _is_set(value)}
     from rich.cells import cell_len  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415
 

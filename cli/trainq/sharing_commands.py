@@ -1,62 +1,55 @@
 """`trainq hold`, `release`, `update`, `rm`, `drain` and `resume`: sharing the workstation.
 
-Commands that take several jobs act on each in turn: a refusal for one is its one line on
-stderr, the others still happen, and the exit status is that of the last refusal (0 when
-none was refused).
+Commands that take several jobs (or filters: trainq.selection) act on each in turn: a
+refusal for one is its one line on stderr, the others still happen, and the exit status is
+that of the last refusal (0 when none was refused).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainq.commands import Context
-from trainq.core.errors import InvalidRequest, TrainqError
-
-
-def _each(ctx: Context, jobs: Sequence[int], act: Callable[[int], str]) -> int:
-    status = 0
-    for job_id in jobs:
-        try:
-            ctx.print(act(job_id))
-        except TrainqError as exc:
-            ctx.say(" ".join(exc.message.split()))
-            status = int(exc.exit_code)
-    return status
+from trainq.core.errors import InvalidRequest
+from trainq.selection import each, jobs_to_act_on
 
 
 def hold(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/jobs/{id}/hold for each job: it does not start until released."""
     client = ctx.client()
+    jobs = jobs_to_act_on(ctx, args, default_state="PENDING")
 
     def act(job_id: int) -> str:
         _, job = client.request("POST", f"/v1/jobs/{job_id}/hold")
         return f"{job_id} held by {job.get('held_by')}"
 
-    return _each(ctx, args.jobs, act)
+    return each(ctx, jobs, act)
 
 
 def release(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/jobs/{id}/release for each job."""
     client = ctx.client()
+    jobs = jobs_to_act_on(ctx, args, default_state="PENDING")
 
     def act(job_id: int) -> str:
         client.request("POST", f"/v1/jobs/{job_id}/release")
         return f"{job_id} released"
 
-    return _each(ctx, args.jobs, act)
+    return each(ctx, jobs, act)
 
 
 def rm(ctx: Context, args: argparse.Namespace) -> int:
     """DELETE /v1/jobs/{id} for each job: its directory, logs and records."""
     client = ctx.client()
+    jobs = jobs_to_act_on(ctx, args)
 
     def act(job_id: int) -> str:
         client.request("DELETE", f"/v1/jobs/{job_id}")
         return f"{job_id} removed"
 
-    return _each(ctx, args.jobs, act)
+    return each(ctx, jobs, act)
 
 
 UPDATE_KEYS = (

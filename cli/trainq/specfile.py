@@ -271,6 +271,10 @@ def _resolve_channels(channels: dict[str, Any], cwd: Path, environ: Mapping[str,
             channels[name] = {**channel, "source": resolve_path(channel["source"], cwd, environ)}
 
 
+# A spec's keys that only a container job may have.
+CONTAINER_ONLY_KEYS = ("image", "engine", "network", "run_as_root")
+
+
 def build_spec(
     file_data: Mapping[str, Any] | None,
     flags: SubmitFlags,
@@ -293,8 +297,15 @@ def build_spec(
         "working_dir": flags.working_dir,
     }
     spec.update({key: value for key, value in scalars.items() if value is not None})
+    # The flags' runtime replaces the file's, as every flag overrides the file: --image over
+    # the file's command, a command after `--` over its image (both given stay a mistake).
+    if flags.image is not None and not flags.command:
+        spec.pop("command", None)
     if flags.command:
         spec["command"] = list(flags.command)
+        if flags.image is None:
+            for key in CONTAINER_ONLY_KEYS:
+                spec.pop(key, None)
 
     if flags.hyperparameters:
         hps = _table(spec, "hyperparameters", "--hp")

@@ -413,6 +413,8 @@ class Api:
             await anyio.to_thread.run_sync(
                 check_logs, self.dirs, job_id, attempt or job.attempt_count, stream
             )
+        since = request.query_str("since", None)
+        stamps = request.query_bool("stamps")
         chunks = log_chunks(
             self.store,
             self.dirs,
@@ -421,7 +423,12 @@ class Api:
             attempt=attempt,
             stream=stream,
             follow=request.query_bool("follow"),
+            tail=request.query_int("tail", None, min=0, max=MAX_TAIL_LINES),
+            since_ns=None if since is None else _unix_ns("since", since),
+            stamps=stamps,
         )
+        if stamps:
+            return StreamResponse("application/x-ndjson", chunks)
         return StreamResponse("text/plain; charset=utf-8", chunks)
 
     async def events(self, request: Request) -> StreamResponse:
@@ -586,6 +593,20 @@ class Api:
                     QueryParam(
                         "attempt", "integer", "one attempt (default: the latest)", minimum=1
                     ),
+                    QueryParam(
+                        "tail",
+                        "integer",
+                        "from the last N lines only",
+                        minimum=0,
+                        maximum=MAX_TAIL_LINES,
+                    ),
+                    QueryParam("since", "string", "from this time on (Unix seconds)"),
+                    QueryParam(
+                        "stamps",
+                        "boolean",
+                        "one JSON line per line of output: its time, its stream and its text",
+                        False,
+                    ),
                 ],
             ),
             Route("GET", "/v1/gpus", self.gpus, "The GPU inventory", response_model=GpuList),
@@ -637,3 +658,17 @@ class Api:
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
             *self.sharing.routes(),
         ]
+
+
+MAX_TAIL_LINES = 1_000_000
+
+
+def _unix_ns(name: str, text: str) -> int:
+    """A query parameter in Unix seconds (a fraction allowed), as nanoseconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < 1e11:  # NaN fails too
+        raise InvalidRequest(f"query parameter {name!r} must be a time in Unix seconds")
+    return round(seconds * 1e6) * 1000  # microseconds: the grain of the times sent

@@ -1,9 +1,10 @@
 """The two endless responses: a job's logs as they grow, and the event stream.
 
 Both wait on the ChangeNotifier for state changes. Logs also grow without any state change
-(the trainer writes its files directly, so nothing tells trainqd), so a follower re-reads
-the files' ends a few times a second while its job runs: the same bounded polling `tail -f`
-does where it has no inotify, and costless for a file that did not grow.
+(the monitor relays the trainer's output into files, and nothing tells trainqd), so a
+follower re-reads the timeline's end a few times a second while its job runs: the same
+bounded polling `tail -f` does where it has no inotify, and costless for a file that did
+not grow. The events of one job end once it has ended.
 
 Log files are the job owner's to replace: they are read as regular files only, never
 whole, and never on the event loop (docs/security.md).
@@ -12,6 +13,8 @@ whole, and never on the event loop (docs/security.md).
 from __future__ import annotations
 
 import errno
+import functools
+import json
 import os
 import sqlite3
 import stat
@@ -20,15 +23,16 @@ from pathlib import Path
 
 import anyio
 
-from trainq.core.errors import Conflict
+from trainq.core.errors import Conflict, NotFound
 from trainq.core.states import TERMINAL
 from trainqd.events import ChangeNotifier
 from trainqd.jobdir import JobDirs
+from trainqd.log_view import AttemptLog
 from trainqd.monitor.records import STDERR, STDOUT
+from trainqd.monitor.timeline import STDERR_ID, STDOUT_ID, TIMELINE
 from trainqd.store import EventRow, Store
 from trainqd.views import event_record
 
-CHUNK = 1 << 16
 FOLLOW_POLL = 0.2
 # An event stream this far behind (in ids) replays in pages on a worker thread.
 LIVE_ROWS = 100
@@ -38,9 +42,10 @@ REPLAY_THREADS = 2  # pages read and encoded at once, all streams together
 # were pruned, all but each job's latest (event_pruning.py).
 EVENTS_PRUNED_HEADER = "Trainq-Events-Pruned-Before"
 STREAMS = {"stdout": (STDOUT,), "stderr": (STDERR,), "both": (STDOUT, STDERR)}
+STREAM_IDS = {"stdout": (STDOUT_ID,), "stderr": (STDERR_ID,), "both": (STDOUT_ID, STDERR_ID)}
 
 
-def _open_log(path: Path) -> tuple[int, int] | None:
+def open_log(path: Path) -> tuple[int, int] | None:
     """(fd, size) of a log file; None while it does not exist. The file lies where the job's
     owner may write: a link, a FIFO or a device is refused, and nothing here can block."""
     try:
@@ -58,57 +63,13 @@ def _open_log(path: Path) -> tuple[int, int] | None:
     return fd, info.st_size
 
 
-class _Tail:
-    """One log file, read from where the last read stopped, a bounded chunk at a time on a
-    worker thread: the event loop never waits on a disk, and a client that reads slowly
-    holds back the reading (one chunk in memory per stream, whatever the file's size)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self._fd: int | None = None
-        self._end = 0  # the file's size when it was opened: a read stops there
-
-    async def next_chunk(self) -> bytes:
-        """Up to CHUNK new bytes; b"" once caught up with the file."""
-        return await anyio.to_thread.run_sync(self._next_chunk)
-
-    def _next_chunk(self) -> bytes:
-        if self._fd is None:
-            opened = _open_log(self.path)
-            if opened is None:
-                return b""
-            self._fd, self._end = opened
-            if self._end < self.offset:  # truncated by its writer: start again
-                self.offset = 0
-        data = b""
-        if self.offset < self._end:
-            data = os.pread(self._fd, min(CHUNK, self._end - self.offset), self.offset)
-        if not data:
-            self.close()
-            return b""
-        self.offset += len(data)
-        return data
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
 def check_logs(dirs: JobDirs, job_id: int, attempt: int, stream: str) -> None:
     """Conflict unless every log file of the attempt is absent or a regular file: checked
     before a stream starts, so that the refusal is a status and one line, not a cut stream."""
-    for name in STREAMS[stream]:
-        opened = _open_log(dirs.attempt_dir(job_id, attempt) / name)
+    for name in (*STREAMS[stream], TIMELINE):
+        opened = open_log(dirs.attempt_dir(job_id, attempt) / name)
         if opened is not None:
             os.close(opened[0])
-
-
-async def _drain(tails: list[_Tail]) -> AsyncIterator[bytes]:
-    for tail in tails:
-        while data := await tail.next_chunk():
-            yield data
 
 
 async def log_chunks(
@@ -120,43 +81,66 @@ async def log_chunks(
     attempt: int | None,
     stream: str,
     follow: bool,
+    tail: int | None = None,
+    since_ns: int | None = None,
+    stamps: bool = False,
 ) -> AsyncIterator[bytes]:
-    names = STREAMS[stream]
+    """The attempt's output in time order (log_view.py): from the last `tail` lines and
+    `since_ns` on, raw or `stamps` (JSON lines); `follow` goes on until the job ends, into
+    each new attempt unless `attempt` names one."""
     current = attempt or store.get(job_id).attempt_count
-    tails: list[_Tail] = []
+    log: AttemptLog | None = None
+    positioned = False  # `tail` and `since` place the start of the first attempt shown
     try:
         while True:
             changed = notifier.changed()
             job = store.get(job_id)
-            if current == 0 and job.attempt_count == 0:
-                if not follow or job.state in TERMINAL:
-                    return
-                await changed.wait()
-                continue
-            current = current or job.attempt_count
-            tails = [_Tail(dirs.attempt_dir(job_id, current) / name) for name in names]
-            if not follow:
-                async for data in _drain(tails):
-                    yield data
-                return
-            while True:
-                changed = notifier.changed()
-                job = store.get(job_id)
-                async for data in _drain(tails):
-                    yield data
-                if attempt is None and job.attempt_count > current:
-                    current = job.attempt_count
-                    yield f"==> attempt {current} <==\n".encode()
-                    break
-                if job.state in TERMINAL or (attempt is not None and job.attempt_count > attempt):
-                    async for data in _drain(tails):  # written before the end was recorded
-                        yield data
-                    return
-                with anyio.move_on_after(FOLLOW_POLL):
+            if current == 0:
+                if job.attempt_count == 0:
+                    if not follow or job.state in TERMINAL:
+                        return
                     await changed.wait()
+                    continue
+                current = job.attempt_count
+            if log is None:
+                log = AttemptLog(dirs.attempt_dir(job_id, current), STREAM_IDS[stream], open_log)
+            ready = await anyio.to_thread.run_sync(log.ready)
+            if ready and not positioned:
+                seek = functools.partial(log.seek, tail=tail, since_ns=since_ns)
+                await anyio.to_thread.run_sync(seek)
+                positioned = True
+            if ready:
+                async for data in _drain(log, stamps):
+                    yield data
+            if not follow:
+                return
+            if attempt is None and job.attempt_count > current:
+                current = job.attempt_count
+                log.close()
+                log = None
+                yield _attempt_marker(current, stamps)
+                continue
+            if job.state in TERMINAL or (attempt is not None and job.attempt_count > attempt):
+                if ready:
+                    async for data in _drain(log, stamps):  # written before the end was recorded
+                        yield data
+                return
+            with anyio.move_on_after(FOLLOW_POLL):
+                await changed.wait()
     finally:
-        for tail in tails:
-            tail.close()
+        if log is not None:
+            log.close()
+
+
+async def _drain(log: AttemptLog, stamps: bool) -> AsyncIterator[bytes]:
+    while data := await anyio.to_thread.run_sync(log.next_output, stamps):
+        yield data
+
+
+def _attempt_marker(attempt: int, stamps: bool) -> bytes:
+    if stamps:
+        return json.dumps({"attempt": attempt}).encode() + b"\n"
+    return f"==> attempt {attempt} <==\n".encode()
 
 
 async def event_lines(
@@ -176,6 +160,8 @@ async def event_lines(
     try:
         while True:
             changed = notifier.changed()
+            # Read before its events: an ended job's last event is stored with its end.
+            ended = job_id is not None and _ended(store, job_id)
             top = store.last_event_id()
             if top - last > LIVE_ROWS:
                 if reader is None:
@@ -189,7 +175,9 @@ async def event_lines(
                 last = rows[-1].id if len(rows) == LIVE_ROWS else max(last, top)
             if chunk:
                 yield chunk
-            elif store.last_event_id() <= last:
+            if ended and last >= top:  # one job's stream ends with the job
+                return
+            if not chunk and store.last_event_id() <= last:
                 await changed.wait()
     finally:
         if reader is not None:
@@ -203,3 +191,10 @@ def _replay_page(reader: sqlite3.Connection, since: int, job_id: int | None) -> 
 
 def _encoded(rows: list[EventRow]) -> bytes:
     return b"".join(event_record(row).model_dump_json().encode() + b"\n" for row in rows)
+
+
+def _ended(store: Store, job_id: int) -> bool:
+    try:
+        return store.get(job_id).state in TERMINAL
+    except NotFound:  # removed: nothing more will happen to it
+        return True

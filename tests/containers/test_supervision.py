@@ -79,3 +79,18 @@ def test_a_transient_exit_is_retried_and_resumes(podman_daemon: Daemon, engine: 
     assert resumed == {"step": 100, "saved_on": 1, "resumed_on": 2}
     wait_for(lambda: not engine.job_containers(), timeout=10,
              what="both attempts' containers to go")  # fmt: skip
+
+
+def test_a_containers_output_is_relayed_with_its_streams(podman_daemon: Daemon) -> None:
+    job_id = podman_daemon.submit(container_job("exit_with.py", "0"))["id"]
+    done = podman_daemon.wait_state(job_id, timeout=30)
+    assert done["state"] == "COMPLETED", attempt_log(podman_daemon, job_id)
+    stamped = podman_daemon.cli("logs", "-t", str(job_id)).stdout.splitlines()
+    streams = {line.split(" ", 2)[2]: line.split(" ", 2)[1] for line in stamped}
+    assert streams == {
+        "stdout line from a trainer exiting 0": "stdout",
+        **{f"stderr line {i}": "stderr" for i in range(3)},
+    }
+    assert podman_daemon.cli("logs", "-n", "1", "--stderr", str(job_id)).stdout == (
+        "stderr line 2\n"
+    )

@@ -142,7 +142,7 @@ def test_submit_sweep_then_ls_stop_and_wait_by_group(daemon: Daemon, tmp_path: P
     assert daemon.cli("stop", "--group", "9999").returncode == ExitCode.NOT_FOUND
     neither = daemon.cli("stop")
     assert neither.returncode == ExitCode.USAGE
-    assert "JOB (or --group G)" in neither.stderr
+    assert "JOB... (or filters: --group" in neither.stderr
 
 
 def test_wait_group_exits_zero_only_if_every_job_completed(daemon: Daemon, tmp_path: Path) -> None:

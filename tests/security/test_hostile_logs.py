@@ -1,5 +1,6 @@
 """A job's owner can replace its log files: with a FIFO (whose open would wait for a writer)
-or a huge sparse file (which, read whole, would take the daemon's memory and time). Either
+or a huge sparse file and a timeline that points into all of it (which, read whole, would
+take the daemon's memory and time). Either
 way `trainq logs` gets a prompt answer, trainqd's memory stays flat, and other users are
 served meanwhile."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +20,7 @@ from tests.daemon import TRAINQ, Daemon
 from tests.helpers import wait_for
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import trainq_as
+from trainqd.log_view import TAIL_SCAN_BYTES
 
 pytestmark = pytest.mark.multiuser
 
@@ -25,6 +28,12 @@ HUGE = 10 << 30  # a sparse file: no disk space, all zeros
 SHOWN = 1 << 20
 MEMORY_ALLOWANCE = 100 << 20
 ANSWER_WITHIN = 1.0
+FORGE_TIMELINE = f"""
+import struct, sys
+with open(sys.argv[1], "wb") as timeline:
+    for offset in range(0, {HUGE}, 1 << 16):
+        timeline.write(struct.pack("<qQIB3x", offset, offset, 1 << 16, 1))
+"""
 
 
 def ended_job(daemon: Daemon, user: User, cwd: Path) -> tuple[int, Path]:
@@ -83,6 +92,8 @@ def test_a_huge_log_is_streamed_with_flat_memory(
     alice, bob = accounts.alice, accounts.bob
     job_id, stdout = ended_job(workstation, alice, shared_dir)
     as_owner(alice, "truncate", "-s", str(HUGE), str(stdout))
+    # and a timeline whose every record is a piece of it: 10 GiB in time order
+    as_owner(alice, sys.executable, "-c", FORGE_TIMELINE, str(stdout.with_name("timeline")))
     assert workstation.proc is not None
     daemon = psutil.Process(workstation.proc.pid)
     before = daemon.memory_info().rss
@@ -115,6 +126,10 @@ def test_a_huge_log_is_streamed_with_flat_memory(
         # alice stops reading: the stream waits for her, and bob is served meanwhile.
         answers_promptly(workstation, bob, "health")
         answers_promptly(workstation, bob, "ls")
+        # The last line of 10 GiB without a newline: looked for over a bounded stretch only.
+        last = trainq_as(workstation, alice, "logs", "-n", "1", str(job_id), timeout=60)
+        assert last.returncode == 0, last.stderr
+        assert len(last.stdout) <= TAIL_SCAN_BYTES
     finally:
         logs.kill()
         logs.communicate()

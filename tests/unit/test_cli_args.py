@@ -71,7 +71,19 @@ def test_socket_before_or_after_the_command() -> None:
 
 def test_other_commands() -> None:
     stop = parse(["stop", "12", "--grace", "30s"])
-    assert (stop.job, stop.grace) == (12, 30)
+    assert (stop.jobs, stop.grace) == ([12], 30)
+    several = parse(["stop", "--user", "bob", "--state", "pending", "--name", "lr-*"])
+    assert (several.jobs, several.user, several.state, several.name) == (
+        [],
+        "bob",
+        "PENDING",
+        "lr-*",
+    )
+    assert parse(["hold", "3", "4"]).jobs == [3, 4]
+    rm = parse(["rm", "--ended", "--older-than", "7d"])
+    assert (rm.jobs, rm.ended, rm.older_than) == ([], True, 7 * 86400)
+    logs = parse(["logs", "5", "-n", "20", "--since", "10m", "-t"])
+    assert (logs.tail, logs.since, logs.timestamps) == (20, "10m", True)
     ls = parse(["ls", "--all", "--state", "failed", "--user", "bob", "--wide"])
     assert (ls.all, ls.state, ls.user, ls.wide) == (True, "FAILED", "bob", True)
     logs = parse(["logs", "5", "-f", "--stderr", "--attempt", "2"])
@@ -108,9 +120,23 @@ USAGE_ERRORS = [
         "submit: argument --engine: invalid choice: 'lxc' (choose from 'docker', 'podman')",
     ),
     ("submit --bogus", "submit: unrecognized arguments: --bogus" + SUBMIT_HINT),
-    ("submit --gp 1", "submit: unrecognized arguments: --gp" + SUBMIT_HINT),  # no abbreviations
+    ("submit --gp 1", "submit: unrecognized arguments: --gp; did you mean '--gpus'?"),
+    ("submit --gpu 1", "submit: unrecognized arguments: --gpu; did you mean '--gpus'?"),
+    ("ls --stat PENDING", "ls: unrecognized arguments: --stat; did you mean '--state'?"),
+    ("stop --nmae x", "stop: unrecognized arguments: --nmae; did you mean '--name'?"),
+    (
+        "export --to slurm --gpu 2",
+        ": unrecognized arguments: --gpu; did you mean '--gpus'?",
+    ),
+    (
+        "logs 1 --since yesterday",
+        "logs: argument --since: expected a duration ago such as "
+        "10m or 2h, or a time such as 2026-05-01T12:00, got 'yesterday'",
+    ),
+    ("stop 3 --state pending", "stop: give job ids or filters, not both"),
+    ("rm --older-than 7d", "rm: argument --older-than: goes with --ended"),
     ("submit python3 train.py --lr 1", "submit: unrecognized arguments: --lr" + SUBMIT_HINT),
-    ("stop abc", f"stop: {JOB_ID} 'abc'"),
+    ("stop abc", "stop: argument JOB...: expected a job id (a whole number like 12), got 'abc'"),
     ("show -3", f"show: {JOB_ID} '-3'"),
     ("wait 0", f"wait: {JOB_ID} '0'"),
     (
@@ -120,7 +146,11 @@ USAGE_ERRORS = [
     ("logs 1 --stdout --stderr", "logs: argument --stderr: not allowed with argument --stdout"),
     ("ls --state done", f"ls: argument --state: unknown state 'done' (one of {STATES})"),
     ("ls --bogus", "ls: unrecognized arguments: --bogus"),
-    ("hold", "hold: the following arguments are required: JOB..."),
+    (
+        "hold",
+        "hold: the following arguments are required: JOB... "
+        "(or filters: --group, --state, --name, ...)",
+    ),
     ("rm 3 x", "rm: argument JOB...: expected a job id (a whole number like 12), got 'x'"),
     ("update 3 --gpus two", "update: argument --gpus: expected a whole number, got 'two'"),
     (
@@ -129,6 +159,11 @@ USAGE_ERRORS = [
     ),
     ("drain --gpus 1", "drain: the following arguments are required: --reason"),
     ("frobnicate", f": argument COMMAND: invalid choice: 'frobnicate' (choose from {COMMANDS})"),
+    (
+        "sumbit",
+        f": argument COMMAND: invalid choice: 'sumbit' (choose from {COMMANDS}); "
+        "did you mean 'submit'?",
+    ),
 ]
 
 

@@ -251,6 +251,8 @@ def test_show(stub: ApiStub, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.startswith("Job 5  resnet-a\n")
     assert "/var/lib/trainq/jobs/5/ml" in out
     assert json.loads(trainq(stub, capsys, "show", "5", "--json")[1]) == RUNNING_JOB
+    everything = trainq(stub, capsys, "show", "5", "--all-fields")[1]
+    assert len(everything.splitlines()) > len(out.splitlines())
 
 
 def test_logs_streams_bytes(stub: ApiStub, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
@@ -258,7 +260,8 @@ def test_logs_streams_bytes(stub: ApiStub, capsysbinary: pytest.CaptureFixture[b
     stub.on("GET", "/v1/jobs/5/logs", Reply(chunks=iter(output), content_type="text/plain"))
     status = main(["--socket", stub.socket_path, "logs", "5", "-f", "--stderr", "--attempt", "2"])
     assert (status, capsysbinary.readouterr().out) == (0, b"".join(output))
-    assert stub.seen[0].query == {"follow": "true", "stream": "stderr", "attempt": "2"}
+    query = {"follow": "true", "stream": "stderr", "attempt": "2", "tail": "10"}  # -f: the end
+    assert stub.seen[0].query == query
 
 
 def test_gpus_and_health(stub: ApiStub, capsys: pytest.CaptureFixture[str]) -> None:

@@ -80,4 +80,30 @@ def test_the_completion_script() -> None:
     )
     assert done.returncode == 0
     assert "_TRAINQ_COMPLETE=complete_bash" in done.stdout
-    assert "complete -o default -F _trainq_completion trainq" in done.stdout
+    # bash keeps trainq's order (job ids ascending: 2 before 10), not its own sort
+    assert "complete -o default -o nosort -F _trainq_completion trainq" in done.stdout
+
+
+def test_job_ids_complete_in_numeric_order_in_bash(daemon: Daemon, tmp_path: Path) -> None:
+    ids = [
+        daemon.submit({"command": ["/bin/true"], "working_dir": str(tmp_path)})["id"]
+        for _ in range(11)
+    ]
+    script = subprocess.run(
+        ["bash", "-c", f"{TRAINQ} --show-completion; exit $?"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    # A real bash loads the script and completes `trainq show <Tab>` as it would on a terminal.
+    shown = subprocess.run(
+        ["bash", "-c", script + '\nCOMP_WORDS=(trainq show ""); COMP_CWORD=2\n'
+         f'_trainq_completion {TRAINQ}; ' + 'printf "%s\\n" "${COMPREPLY[@]}"; complete -p trainq'],
+        capture_output=True, text=True, timeout=30, check=True,
+        env={**os.environ, "TRAINQ_SOCKET": str(daemon.socket)},
+    ).stdout.splitlines()  # fmt: skip
+    assert shown[:-1] == [str(job) for job in ids]
+    assert "-o nosort" in shown[-1]
+
+
+def test_export_targets_complete() -> None:
+    assert complete("export --to ") == ["slurm", "kubernetes", "sagemaker"]
+    assert complete("export 3 --to s") == ["slurm", "sagemaker"]

@@ -301,6 +301,20 @@ def test_show_has_every_field_of_the_record() -> None:
     assert re.search(r"^  train +/data/train \(mode=Pipe, ", out, re.M)
 
 
+def test_show_leaves_out_what_is_not_set_unless_all_fields() -> None:
+    record = job(failure_reason=None, stop_reason="", gpu_uuids=[], held_by=None)
+    record["spec"] = {**record["spec"], "image": None, "environment": {}, "run_as_root": False}
+    short = job_detail(record, PIPED, all_fields=False)
+    labels = {line.split()[0] for line in short.splitlines() if line and not line.startswith(" ")}
+    for unset in ("failure_reason", "stop_reason", "gpu_uuids", "held_by", "image", "environment"):
+        assert unset not in labels, unset
+    assert {"state", "owner", "job_dir", "command", "hyperparameters"} <= labels
+    assert not re.search(r"^\S+ +-$", short, re.M)  # no field shown as "-"
+    everything = job_detail(record, PIPED, all_fields=True)
+    assert re.search(r"^failure_reason +-$", everything, re.M)
+    assert re.search(r"^image +-$", everything, re.M)
+
+
 def test_show_lists_attempts_as_a_table() -> None:
     out = job_detail(job(), PIPED)
     attempts = out.split("Attempts\n", 1)[1].splitlines()

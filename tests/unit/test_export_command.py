@@ -155,12 +155,76 @@ def test_someone_elses_hidden_hyperparameters_are_refused(
     assert "hyperparameters: the values of lr, tok are hidden from you" in err
 
 
-def test_a_job_and_a_spec_at_once_is_refused(
+def test_a_job_and_a_spec_file_at_once_is_refused(
     stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
 ) -> None:
-    status, _, err = trainq(stub, capsys, "export", "5", "--to", "slurm", "--gpus", "1")
+    (in_tmp / "job.toml").write_text('command = ["true"]\n')
+    status, _, err = trainq(stub, capsys, "export", "5", "--to", "slurm", "-f", "job.toml")
     assert status == 2
-    assert "either JOB or a spec" in err
+    assert err == "trainq: give either JOB or -f SPEC, not both\n"
+
+
+def test_flags_over_a_job(stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path) -> None:
+    pending = {**IMAGE_JOB, "spec": {**IMAGE_JOB["spec"], "priority": 7}}
+    stub.on("GET", "/v1/jobs/5", Reply(body=pending))
+    status, out, err = trainq(
+        stub, capsys, "export", "5", "--to", "sagemaker", "--priority", "0", "--gpus", "4",
+        "--s3", "train=s3://bucket/train/", "--role-arn", "arn:aws:iam::1:role/T",
+        "--output-s3", "s3://bucket/out/",
+    )  # fmt: skip
+    assert status == 0, err
+    body = json.loads(out)
+    assert body["ResourceConfig"]["InstanceType"] == "ml.g5.12xlarge"  # --gpus 4 over its 1
+    # Its retries (3) resume from checkpoints beside the output, as a retry here would.
+    assert body["CheckpointConfig"]["S3Uri"] == "s3://bucket/out/resnet-a/checkpoints/"
+
+
+def test_a_priority_above_zero_goes_to_slurm_with_a_note(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "slurm", "--priority", "5", "--", "python3", "t.py"
+    )
+    assert status == 0, err
+    assert err.startswith("trainq: note: priority 5 is not carried over")
+    assert err.count("\n") == 1
+    assert "#SBATCH --nice" not in out
+
+
+def test_image_over_a_spec_files_command(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    (in_tmp / "job.toml").write_text('name = "r"\ncommand = ["python3", "train.py"]\n')
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "kubernetes", "-f", "job.toml", "--image", "reg/t:1"
+    )
+    assert status == 0, err
+    job = json.loads(out)["items"][1]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "reg/t:1"
+
+
+def test_a_command_over_a_spec_files_image(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    (in_tmp / "job.toml").write_text('image = "reg/t:1"\nengine = "podman"\n')
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "slurm", "-f", "job.toml", "--", "python3", "t.py"
+    )
+    assert status == 0, err
+    assert '"command": ["python3", "t.py"]' in out
+    assert "reg/t:1" not in out
+
+
+def test_an_invalid_spec_is_one_line_and_exit_2(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "slurm", "--image", "reg/t:1", "--", "python3", "t.py"
+    )
+    assert (status, out) == (2, "")
+    assert err == (
+        "trainq: spec: give exactly one of 'command' (a subprocess) and 'image' (a container)\n"
+    )
 
 
 def test_an_unknown_target_is_a_usage_error(

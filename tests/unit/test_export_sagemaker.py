@@ -147,6 +147,29 @@ def test_the_request_says_what_the_spec_says() -> None:
     assert (val["InputMode"], val["ContentType"]) == ("File", "text/csv")
 
 
+def test_retries_without_a_checkpoint_uri_checkpoint_beside_the_output() -> None:
+    body = sagemaker.create_training_job(
+        spec(name="resnet", max_retries=2),
+        s3_uris={},
+        instance_type="ml.m5.xlarge",
+        role_arn=ROLE,
+        output_s3="s3://bucket/output/",
+    )
+    assert body["CheckpointConfig"] == {
+        "S3Uri": "s3://bucket/output/resnet/checkpoints/",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
+    check_with_botocore(body)
+    no_retries = sagemaker.create_training_job(
+        spec(name="resnet", max_retries=0),
+        s3_uris={},
+        instance_type="ml.m5.xlarge",
+        role_arn=ROLE,
+        output_s3="s3://bucket/output",
+    )
+    assert "CheckpointConfig" not in no_retries
+
+
 def test_the_aws_command_sends_the_same_request() -> None:
     body = full_request()
     words = shlex.split(sagemaker.aws_command(body))

@@ -48,11 +48,15 @@ def test_default_grace_is_trainqds() -> None:
     assert "--time=3" in found
 
 
-def test_lower_priority_is_nice_and_higher_is_refused() -> None:
+def test_lower_priority_is_nice_and_higher_is_left_out_with_a_note() -> None:
     found = directives(slurm.batch_script(spec(priority=-5), python="python3"))
     assert "--nice=5" in found
-    with pytest.raises(Unsupported, match=r"^cannot export to slurm: priority: "):
-        slurm.batch_script(spec(priority=5), python="python3")
+    script = slurm.batch_script(spec(priority=5), python="python3")
+    assert not [line for line in directives(script) if "nice" in line or "priority" in line]
+    [note] = slurm.notes(spec(priority=5))
+    assert note.startswith("priority 5 is not carried over: raising a job on Slurm takes")
+    assert f"# {note}\n" in script
+    assert slurm.notes(spec(priority=0)) == []
 
 
 def test_a_grace_beyond_slurms_signal_lead_is_refused() -> None:

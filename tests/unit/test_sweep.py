@@ -68,18 +68,27 @@ def test_values_keep_their_text() -> None:
     assert parse_sweep("opt=adam,sgd=0.9") == ("opt", ("adam", "sgd=0.9"))
 
 
-@pytest.mark.parametrize("command", ["stop", "wait"])
-def test_stop_and_wait_take_a_job_or_a_group(
-    command: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    args = cli.parse([command, "--group", "12"])
+def test_wait_takes_a_job_or_a_group(capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli.parse(["wait", "--group", "12"])
     assert isinstance(args, argparse.Namespace)
     assert (args.job, args.group) == (None, 12)
-    assert main([command]) == 2
+    assert main(["wait"]) == 2
     assert "JOB (or --group G)" in capsys.readouterr().err
-    assert main([command, "3", "--group", "12"]) == 2
+    assert main(["wait", "3", "--group", "12"]) == 2
     assert "not allowed with argument JOB" in capsys.readouterr().err
-    assert main([command, "--group", "x"]) == 2
+    assert main(["wait", "--group", "x"]) == 2
+    assert "expected a job id" in capsys.readouterr().err
+
+
+def test_stop_takes_jobs_or_a_group(capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli.parse(["stop", "--group", "12"])
+    assert isinstance(args, argparse.Namespace)
+    assert (args.jobs, args.group) == ([], 12)
+    assert main(["stop"]) == 2
+    assert "the following arguments are required: JOB..." in capsys.readouterr().err
+    assert main(["stop", "3", "--group", "12"]) == 2
+    assert "give job ids or filters, not both" in capsys.readouterr().err
+    assert main(["stop", "--group", "x"]) == 2
     assert "expected a job id" in capsys.readouterr().err
 
 

@@ -4,7 +4,8 @@ subprocess runtime (the monitor becomes the owner; all the job's processes are t
     subreaper -> private mount namespace: read-only data, /opt/ml, /etc/hosts
     -> only the job's GPUs (root only: an eBPF device program on the attempt's cgroup v2,
     a devices cgroup v1) -> owner's credentials, for good
-    -> ml root -> [feeder] -> stdout/stderr -> cwd -> trainer
+    -> ml root -> [feeder] -> stdout/stderr (pipes the monitor relays: timeline.py)
+    -> cwd -> trainer
 container runtime (the monitor stays root: the engine needs it):
     ml root, in a child running as the owner -> binds for the engine (mounts.py; channels
     opened by a child running as the owner) -> [feeder, as the owner]
@@ -40,6 +41,7 @@ from trainqd.monitor.privileges import (
 )
 from trainqd.monitor.process import spawn
 from trainqd.monitor.records import STDERR, STDOUT, Launch
+from trainqd.monitor.timeline import TIMELINE, Relay
 
 
 class StartFailed(Exception):
@@ -57,6 +59,7 @@ class Prepared:
         self.children_drop = children_drop
         self.stdout_fd = -1
         self.stderr_fd = -1
+        self.relay: Relay | None = None
         # A subprocess job: whether its trainer finds the ml root at /opt/ml (exit record).
         self.opt_ml: bool | None = None
 
@@ -67,9 +70,14 @@ class Prepared:
     def start_trainer(self) -> int:
         """Open the output files and start the trainer in a process group of its own."""
         launch = self.launch
+        # The trainer writes into pipes; the monitor relays them to the files, stamped. The
+        # timeline comes first: a reader that finds stdout without it has an older attempt.
+        timeline_fd = _open_output(launch, TIMELINE, os.O_WRONLY)
         self.stdout_fd = _open_output(launch, STDOUT, os.O_WRONLY)
         # Readable too: the record's reason may be the tail of what the trainer wrote.
         self.stderr_fd = _open_output(launch, STDERR, os.O_RDWR)
+        self.relay = Relay(self.stdout_fd, self.stderr_fd, timeline_fd)
+        trainer_stdout, trainer_stderr = self.relay.trainer_ends
         program = launch.argv[0] if launch.argv else ""
         try:
             os.chdir(launch.cwd)
@@ -78,17 +86,20 @@ class Prepared:
                 f"cannot start {program!r}: working directory {launch.cwd}: {exc.strerror}"
             ) from None
         try:
-            return spawn(
+            pid = spawn(
                 launch.argv,
                 launch.env,
-                stdout=self.stdout_fd,
-                stderr=self.stderr_fd,
+                stdout=trainer_stdout,
+                stderr=trainer_stderr,
                 own_group=True,
             )
         except OSError as exc:
             raise StartFailed(f"cannot start {program!r}: {exc.strerror}") from None
         except ValueError as exc:  # a NUL or "=" where the kernel cannot take one
             raise StartFailed(f"cannot start {program!r}: {exc}") from None
+        finally:
+            self.relay.started()
+        return pid
 
 
 def prepare(launch: Launch) -> Prepared:

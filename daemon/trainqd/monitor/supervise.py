@@ -195,6 +195,9 @@ class TrainerSupervisor:
         log(f"trainer {describe_status(self.status)}")
         self._enter(Phase.ENDING)
         self._end_tree()
+        assert self.prepared is not None
+        if self.prepared.relay is not None:  # the output left in the pipes, before the tail
+            self.prepared.relay.finish()
         return self._conclude(self.status)
 
     # -- signals and the loop ----------------------------------------------------------
@@ -222,7 +225,12 @@ class TrainerSupervisor:
             selector.register(pidfd, select.EPOLLIN)
             if self.feeder is not None:
                 selector.register(self.feeder.report_fd, select.EPOLLIN)
+            relay = self.prepared.relay if self.prepared is not None else None
+            for fd in relay.open_ends() if relay is not None else ():
+                selector.register(fd, select.EPOLLIN)
             while True:
+                if relay is not None:
+                    relay.pump()  # an ended pipe is closed, and epoll forgets it
                 self._reap()
                 # Before the trainer's end: a trainer that ended after its feeder failed
                 # ended because of it.

@@ -13,7 +13,9 @@ trainq's trainer contract is SageMaker's, so the mapping is mostly names:
     max_retries              RetryStrategy.MaximumRetryAttempts: SageMaker retries a job
                              that failed for its own reasons (InternalServerError), which
                              is what trainq's "lost" attempts are; a trainer's own exit
-                             status is final there
+                             status is final there; with retries, CheckpointConfig
+                             (--checkpoint-s3, else <output>/<job name>/checkpoints/),
+                             so that a retry resumes as it would here
     network = "none"         EnableNetworkIsolation
     environment              Environment
 
@@ -181,6 +183,10 @@ def create_training_job(
         body["Environment"] = dict(spec.environment)
     if spec.network == "none":
         body["EnableNetworkIsolation"] = True
+    if checkpoint_s3 is None and spec.max_retries:
+        # A retry there must find the checkpoints, as it would here: beside the job's output.
+        output = str(body["OutputDataConfig"]["S3OutputPath"]).rstrip("/")
+        checkpoint_s3 = f"{output}/{body['TrainingJobName']}/checkpoints/"
     if checkpoint_s3 is not None:
         body["CheckpointConfig"] = {
             "S3Uri": _s3("--checkpoint-s3", checkpoint_s3),

@@ -47,14 +47,19 @@ def grace_seconds(spec: JobSpec) -> int:
     return ceil_seconds(DEFAULT_GRACE if own is None else own)
 
 
-def _check(spec: JobSpec) -> None:
+def notes(spec: JobSpec) -> list[str]:
+    """What the script leaves out of the spec, and why (said to the person exporting)."""
     if spec.priority > 0:
-        raise Unsupported(
-            TARGET,
-            "priority",
-            "raising a job's priority on Slurm takes an administrator (a negative --nice); "
-            "use 0 or less",
-        )
+        # trainq's priority orders only its owner's jobs; on Slurm raising one (a negative
+        # --nice) takes an administrator, so the job goes over at Slurm's default.
+        return [
+            f"priority {spec.priority} is not carried over: raising a job on Slurm takes "
+            "an administrator (a negative --nice); it runs at Slurm's default"
+        ]
+    return []
+
+
+def _check(spec: JobSpec) -> None:
     if grace_seconds(spec) > MAX_SIGNAL_LEAD:
         raise Unsupported(
             TARGET,
@@ -115,6 +120,7 @@ def batch_script(
         [
             "#!/bin/bash",
             f"# trainq job {job_name(spec)!r}, exported for Slurm (sbatch this file).",
+            *(f"# {note}" for note in notes(spec)),
             *directives(spec, partition),
             "set -euo pipefail",
             f"job_dir={where}",

@@ -1,0 +1,113 @@
+"""The README's first hour, run as written: its quick start, its `curl` examples and its
+Python example are taken from README.md itself and run verbatim (the daemon's socket aside)
+against a real trainqd with simulated GPUs, in a copy of the repository's examples, so that
+the README cannot drift from what works."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon import Daemon, scratch_dir, supervised
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SERVICE_SOCKET = "/run/trainq/trainq.sock"
+
+
+def section(title: str) -> str:
+    """The README's text under a heading, to the next heading of the same or a higher level."""
+    found = re.search(rf"^(#+) {re.escape(title)}$", README, re.M)
+    assert found, f"README.md has no section {title!r}"
+    rest = README[found.end() :]
+    end = re.search(rf"^#{{1,{len(found.group(1))}}} ", rest, re.M)
+    return rest[: end.start()] if end else rest
+
+
+def blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.M | re.S)
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """What a fresh clone has for the README's commands: the examples (not the data they
+    make) and the `.venv` that scripts/install makes (this test's own)."""
+    root = tmp_path / "trainq"
+    shutil.copytree(ROOT / "examples", root / "examples", ignore=shutil.ignore_patterns("data"))
+    (root / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    return root
+
+
+def quick_start_daemon_flags() -> list[str]:
+    """The flags the quick start starts trainqd with (its install step is scripts/install,
+    which made this test's venv)."""
+    first = blocks(section("Quick start"), "sh")[0].strip()
+    install, daemon = first.split(" && ")
+    assert install == "scripts/install"
+    words = shlex.split(daemon)
+    assert words[0] == ".venv/bin/trainqd"
+    return words[1:]
+
+
+@pytest.fixture
+def readme_daemon() -> Iterator[Daemon]:
+    flags = quick_start_daemon_flags()
+    assert flags[:1] == ["--gpus"], flags  # what a machine without GPUs is told to run
+    base = scratch_dir()
+    with supervised(Daemon(base, gpus=flags[1]), remove=base) as daemon:
+        yield daemon
+
+
+def run(script: str, daemon: Daemon, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*argv, script] if argv else ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env={**os.environ, "TRAINQ_SOCKET": str(daemon.socket)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_quick_start_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
+    commands = blocks(section("Quick start"), "sh")[1]
+    done = run(commands, readme_daemon, clone)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # `logs -f 1` followed the trainer to its end: every epoch, its Pipe mode validation.
+    assert "epoch 3/3: train mse" in done.stdout
+    assert "validation mse" in done.stdout
+    job = readme_daemon.job(1)
+    assert job["state"] == "COMPLETED"
+    ml_root = readme_daemon.state_dir / "jobs" / "1" / "ml"
+    assert (ml_root / "model" / "model.json").is_file()
+    assert (ml_root / "checkpoints" / "state.json").is_file()
+
+
+def test_the_api_examples_run_as_written(readme_daemon: Daemon, clone: Path) -> None:
+    [commands] = blocks(section("The API"), "sh")
+    assert SERVICE_SOCKET in commands
+    done = run(commands.replace(SERVICE_SOCKET, str(readme_daemon.socket)), readme_daemon, clone)
+    assert done.returncode == 0, done.stderr
+    jobs = readme_daemon.get("/v1/jobs", params={"all": "true"}).json()["jobs"]
+    [job] = [j for j in jobs if j["spec"]["command"] == ["python3", "train.py"]]
+    ended = readme_daemon.wait_state(job["id"], timeout=60)
+    assert ended["state"] == "COMPLETED", readme_daemon.cli("logs", str(job["id"])).stdout
+
+
+def test_the_python_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
+    [example] = blocks(section("From Python"), "python")
+    done = run(example, readme_daemon, clone / "examples", sys.executable, "-c")
+    assert done.returncode == 0, done.stderr
+    lines: list[Any] = done.stdout.splitlines()
+    assert lines[:3] == [f"lr-{lr} COMPLETED 0" for lr in (0.01, 0.003, 0.001)]
+    assert "model y = " in done.stdout  # the first job's logs
