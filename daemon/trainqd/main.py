@@ -41,6 +41,7 @@ from trainqd.events import ChangeNotifier
 from trainqd.gpus import open_backend
 from trainqd.gpus.base import GpuBackend, GpuBackendError
 from trainqd.gpus.fake import FakeGpuBackend
+from trainqd.gpus.fake_nodes import RECORD_NAME as NODES_RECORD
 from trainqd.gpus.fake_nodes import NodeError
 from trainqd.jobdir import JobDirs
 from trainqd.metrics import Metrics
@@ -140,9 +141,16 @@ def main(argv: list[str] | None = None) -> int:
             cleanup.callback(gpus.close)
             if isinstance(gpus, FakeGpuBackend) and os.geteuid() == 0:
                 try:
-                    gpus.make_device_nodes(config.gpu_device_dir)
+                    record = config.state_dir / NODES_RECORD
+                    foreign = gpus.make_device_nodes(config.gpu_device_dir, record)
                 except NodeError as exc:
                     raise StartupError(str(exc)) from None
+                if foreign:
+                    log.warning(
+                        "device nodes kept that trainq did not make: jobs given those "
+                        "simulated GPUs open them",
+                        nodes=[str(path) for path in foreign],
+                    )
             try:
                 authorizer = Authorizer(config.admin_group)
             except ValueError as exc:
