@@ -343,7 +343,8 @@ class MonitorWatcher:
         """The monitor did not end its attempt in time: kill it; its end (`_wait`) is then
         the attempt's, recorded as the stop asked, after a lost attempt's clean-up."""
         if monitor.pidfd is None or _has_exited(monitor.pidfd):
-            return  # it has ended meanwhile, by itself: its own end is on its way
+            monitor.end_due = None  # it has ended by itself: its own end is on its way
+            return
         monitor.forced = forced_record(monitor, self.margin, now)
         log.warning(
             "a monitor did not end its attempt in time: ending it",

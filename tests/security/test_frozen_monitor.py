@@ -7,16 +7,20 @@ to the next job, and goes on serving the other users."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.containers.support import Engine, container_job, engine_daemon
+from tests.containers.test_restart import RELEASE, running_container
 from tests.daemon import Daemon, event_reasons, pids_alive, running_daemon
 from tests.helpers import wait_for
 from tests.multiuser.accounts import ADMINS, Accounts, User
-from tests.multiuser.support import trainq_as
+from tests.multiuser.support import http_as, trainq_as
 from tests.multiuser.test_authorization import start_sleeper
 
 pytestmark = pytest.mark.multiuser
@@ -167,3 +171,35 @@ def test_a_stop_and_a_time_limit_outlive_a_restart_of_trainqd(
     record = assert_ended_by_trainqd(daemon, limited, limited_pids, "timed_out")
     assert record["stop_reason"] == "time limit of 8 s reached"
     assert_serving(daemon, bobs, bob)
+
+
+@pytest.fixture
+def container_host(engine: Engine, accounts: Accounts) -> Iterator[Daemon]:
+    """trainqd with two simulated GPUs whose container jobs run on podman."""
+    settings = {"default_stop_grace_seconds": GRACE, "end_margin_seconds": MARGIN}
+    with engine_daemon(engine, engine.env, "podman", **settings) as daemon:
+        yield daemon
+
+
+@pytest.mark.containers
+def test_a_container_job_whose_monitor_hangs_is_ended_through_the_engine(
+    container_host: Daemon, engine: Engine, submitter: User, accounts: Accounts, shared_dir: Path
+) -> None:
+    """A container job's monitor is root's, and waits for the child that stages the ml root
+    as the job's owner, which the owner can freeze. That moment is too short to catch from
+    a test, so root freezes the monitor itself here: trainqd ends the attempt all the same,
+    the container removed through the engine."""
+    daemon = container_host
+    status, job = http_as(
+        daemon, submitter, "POST", "/v1/jobs", container_job("until_released.py", RELEASE, gpus=2)
+    )
+    assert status == 201, job
+    name = running_container(daemon, engine, job["id"], 1)
+    monitor = monitor_pid(daemon, job["id"])
+    os.kill(monitor, signal.SIGSTOP)
+    bobs = waiting_job(daemon, accounts.bob, shared_dir)
+    assert trainq_as(daemon, submitter, "stop", str(job["id"])).returncode == 0
+    record = assert_ended_by_trainqd(daemon, job["id"], [monitor], "stopped")
+    assert record["state"] == "STOPPED"
+    wait_for(lambda: name not in engine.job_containers(), timeout=30, what=f"{name} removed")
+    assert_serving(daemon, bobs, accounts.bob)
