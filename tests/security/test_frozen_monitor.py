@@ -18,6 +18,7 @@ import pytest
 from tests.containers.support import Engine, container_job, engine_daemon
 from tests.containers.test_restart import RELEASE, running_container
 from tests.daemon import Daemon, event_reasons, pids_alive, running_daemon
+from tests.e2e.watching import watched_daemon, write_readings
 from tests.helpers import wait_for
 from tests.multiuser.accounts import ADMINS, Accounts, User
 from tests.multiuser.support import http_as, trainq_as
@@ -152,6 +153,27 @@ def test_a_preemption_ends_a_frozen_monitors_job(
     assert record["preempted_count"] == 1
     assert_serving(daemon, bobs, bob)
     trainq_as(daemon, alice, "stop", str(job))
+
+
+def test_an_idle_stop_ends_a_frozen_monitors_job(accounts: Accounts, shared_dir: Path) -> None:
+    """trainq's own stop of a job whose GPUs sit idle (`idle_action = "stop"`)."""
+    alice, bob = accounts.alice, accounts.bob
+    busy, idle = {"utilization": 90}, {"utilization": 0}
+    settings = {
+        "admin_group": ADMINS,
+        "default_stop_grace_seconds": GRACE,
+        "end_margin_seconds": MARGIN,
+        "idle_action": "stop",
+        "idle_after_seconds": 0.5,
+        "idle_stop_after_seconds": 0.5,
+    }
+    with watched_daemon([busy, busy], **settings) as (daemon, gpus_file):
+        job, pids = frozen_job(daemon, alice, shared_dir)
+        bobs = waiting_job(daemon, bob, shared_dir)
+        write_readings(gpus_file, [idle, idle])
+        record = assert_ended_by_trainqd(daemon, job, pids, "stopped")
+        assert record["stop_reason"].startswith("stopped by trainq: its GPUs were idle for")
+        assert_serving(daemon, bobs, bob)
 
 
 def test_a_stop_and_a_time_limit_outlive_a_restart_of_trainqd(
