@@ -326,13 +326,16 @@ class MonitorWatcher:
         """End, by killing its monitor, each attempt still running past its end's due."""
         while True:
             now = time.time()
-            due = [m for m in self.monitors.values() if m.end_due is not None and m.forced is None]
-            for monitor in due:
-                assert monitor.end_due is not None
-                if monitor.end_due <= now:
+            for monitor in list(self.monitors.values()):
+                due = monitor.end_due
+                if monitor.forced is None and due is not None and due <= now:
                     self._force(monitor, now)
             soonest = min(
-                (m.end_due for m in due if m.end_due is not None and m.forced is None),
+                (
+                    m.end_due
+                    for m in self.monitors.values()
+                    if m.forced is None and m.end_due is not None
+                ),
                 default=math.inf,
             )
             with anyio.move_on_after(min(max(0.0, soonest - now), ENFORCE_RECHECK)):
