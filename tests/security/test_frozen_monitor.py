@@ -128,6 +128,8 @@ def test_the_owners_stop_ends_a_frozen_monitors_job(
     record = assert_ended_by_trainqd(daemon, job, pids, "stopped")
     assert record["state"] == "STOPPED"
     assert record["stop_reason"] == "stopped by tq-alice"
+    shown = trainq_as(daemon, alice, "show", str(job))
+    assert FORCED in shown.stdout, shown.stdout
     assert_serving(daemon, bobs, bob)
 
 
