@@ -99,3 +99,12 @@ def test_nodes_a_previous_configuration_made_are_removed_at_start(tmp_path: Path
     assert sorted(path.name for path in (tmp_path / "dev").iterdir()) == ["nvidia0", "nvidiactl"]
     again.close()
     assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_a_record_that_is_not_one_is_a_refusal_in_one_line(tmp_path: Path) -> None:
+    record = tmp_path / "record.json"
+    record.write_text('{"/dev/nvidia0": "not numbers"}')
+    with pytest.raises(NodeError, match=r"is not a record of trainq's device nodes") as refused:
+        make_nodes(tmp_path / "dev", [0], record)
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "dev").exists()

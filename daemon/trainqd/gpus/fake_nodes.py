@@ -70,7 +70,10 @@ class Record:
         except FileNotFoundError:
             made = {}
         except (OSError, ValueError, TypeError) as exc:
-            raise NodeError(f"{file} is not a record of trainq's device nodes: {exc}") from None
+            raise NodeError(
+                f"{file} is not a record of trainq's device nodes ({exc}): remove it, and "
+                "any nodes trainq made that it named are left behind"
+            ) from None
         return cls(file, made)
 
     def owns(self, path: Path, status: os.stat_result) -> bool:
