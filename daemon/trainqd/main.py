@@ -142,14 +142,16 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(gpus, FakeGpuBackend) and os.geteuid() == 0:
                 try:
                     record = config.state_dir / NODES_RECORD
-                    foreign = gpus.make_device_nodes(config.gpu_device_dir, record)
+                    nodes = gpus.make_device_nodes(config.gpu_device_dir, record)
                 except NodeError as exc:
                     raise StartupError(str(exc)) from None
-                if foreign:
+                if nodes.unrecorded is not None:
+                    log.warning("simulated GPUs without device nodes", reason=nodes.unrecorded)
+                if nodes.foreign:
                     log.warning(
                         "device nodes kept that trainq did not make: jobs given those "
                         "simulated GPUs open them",
-                        nodes=[str(path) for path in foreign],
+                        nodes=[str(path) for path in nodes.foreign],
                     )
             try:
                 authorizer = Authorizer(config.admin_group)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ def test_the_backend_makes_its_nodes_and_removes_them_on_close(tmp_path: Path) -
     directory, record = tmp_path / "dev", tmp_path / "record.json"
     old_umask = os.umask(0o077)  # a strict umask does not narrow the nodes' mode
     try:
-        assert backend.make_device_nodes(directory, record) == []
+        assert backend.make_device_nodes(directory, record).foreign == []
     finally:
         os.umask(old_umask)
     found = {path.name: path.lstat() for path in directory.iterdir()}
@@ -66,7 +68,7 @@ def test_the_nodes_of_a_killed_trainqd_are_the_next_ones_to_remove(tmp_path: Pat
     host_node(directory / "nvidia2", 2)  # the host's now
     host_node(directory / ".trainq-nvidia3", 3)  # killed while making it
     again = FakeGpuBackend.with_count(4)
-    assert again.make_device_nodes(directory, record) == [directory / "nvidia2"]
+    assert again.make_device_nodes(directory, record).foreign == [directory / "nvidia2"]
     assert (directory / "nvidia3").exists()
     assert not (directory / ".trainq-nvidia3").exists()
     again.close()
@@ -108,3 +110,28 @@ def test_a_record_that_is_not_one_is_a_refusal_in_one_line(tmp_path: Path) -> No
         make_nodes(tmp_path / "dev", [0], record)
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "dev").exists()
+
+
+def test_nodes_that_cannot_be_recorded_are_not_made(tmp_path: Path) -> None:
+    """A full disk under the state dir: trainqd runs without nodes rather than make some it
+    could not tell as its own after a crash."""
+    state = tmp_path / "state"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(state)], check=True)
+    try:
+        with contextlib.suppress(OSError), (state / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+        record = state / "record.json"
+        nodes = make_nodes(tmp_path / "dev", [0, 1], record)
+        assert nodes.unrecorded is not None
+        assert nodes.unrecorded.startswith(f"cannot record them in {record}: "), nodes
+        assert (nodes.owned, nodes.foreign) == ([], [])
+        assert not (tmp_path / "dev").exists()
+        (tmp_path / "dev").mkdir()
+        nodes = make_nodes(tmp_path / "dev", [0, 1], record)
+        assert nodes.unrecorded is not None
+        assert list((tmp_path / "dev").iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)

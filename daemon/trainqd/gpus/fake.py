@@ -374,12 +374,12 @@ class FakeGpuBackend:
         except KeyError:
             raise ValueError(f"no simulated GPU pair ({a}, {b})") from None
 
-    def make_device_nodes(self, directory: Path, record: Path) -> list[Path]:
+    def make_device_nodes(self, directory: Path, record: Path) -> Nodes:
         """Give the simulated GPUs device nodes in `directory` (root only), those made
-        before kept in `record`; the nodes found there that trainq did not make. NodeError."""
+        before kept in `record`; what was made and found there. NodeError."""
         self.close()
         self._nodes = make_nodes(directory, (device.index for device in self._devices), record)
-        return self._nodes.foreign
+        return self._nodes
 
     def close(self) -> None:
         if self._nodes is not None:

@@ -45,6 +45,11 @@ class NodeError(Exception):
     """The nodes cannot be made; the message is one line."""
 
 
+class Unrecorded(Exception):
+    """The record cannot be written (a full disk, say): no node is made that it would not
+    name."""
+
+
 def node_names(minors: Iterable[int]) -> list[tuple[str, int]]:
     """(file name, minor) of each GPU's node and of the control node."""
     return [*((f"nvidia{minor}", minor) for minor in minors), ("nvidiactl", CONTROL_MINOR)]
@@ -83,14 +88,21 @@ class Record:
         return entry[2] is None or entry[2] == status.st_ctime_ns
 
     def add(self, path: Path, status: os.stat_result, *, changes: bool = False) -> None:
-        """`changes`: the inode is a directory or still being made: its ctime will change."""
+        """`changes`: the inode is a directory or still being made: its ctime will change.
+        Unrecorded if the record cannot be written."""
         ctime = None if changes else status.st_ctime_ns
         self.made[str(path)] = (status.st_dev, status.st_ino, ctime)
-        self._save()
+        try:
+            self._save()
+        except OSError as exc:
+            raise Unrecorded(f"cannot record them in {self.file}: {exc.strerror or exc}") from None
 
     def drop(self, path: Path) -> None:
+        """Forget `path`. A record that cannot be written keeps naming it, which does no
+        harm: whatever is made there later has another inode or time of change."""
         if self.made.pop(str(path), None) is not None:
-            self._save()
+            with contextlib.suppress(OSError):
+                self._save()
 
     def _save(self) -> None:
         if self.made:
@@ -103,11 +115,13 @@ class Record:
 @dataclass
 class Nodes:
     """The outcome of `make_nodes`: what trainq owns there (nodes first, the directory
-    last, the order to remove them in) and the nodes it found and did not make."""
+    last, the order to remove them in), the nodes it found and did not make, and why it
+    made none, if it could not record them."""
 
     record: Record
     owned: list[Path] = field(default_factory=list)
     foreign: list[Path] = field(default_factory=list)
+    unrecorded: str | None = None
 
     def remove(self) -> None:
         """Remove what trainq made and is still what it made; a path someone replaced
@@ -129,7 +143,9 @@ def make_nodes(
 ) -> Nodes:
     """Make the nodes in `directory` (made too if missing), taking over those a previous
     trainqd made (`record_file`). NodeError if one cannot be made, if something else has a
-    node's name, or if a node trainq did not make would open a real GPU."""
+    node's name, or if a node trainq did not make would open a real GPU. If the record
+    cannot be written, none: trainqd then runs without them (`Nodes.unrecorded` says why)
+    rather than make nodes it could not tell as its own after a crash."""
     names = node_names(minors)
     nodes = Nodes(Record.load(record_file))
     try:
@@ -138,6 +154,9 @@ def make_nodes(
         _remove_half_made(directory)
         for name, minor in names:
             _make_node(directory / name, os.makedev(NVIDIA_MAJOR, minor), nodes)
+    except Unrecorded as exc:
+        nodes.remove()
+        return Nodes(nodes.record, unrecorded=str(exc))
     except OSError as exc:
         nodes.remove()
         raise NodeError(f"cannot make the simulated GPUs' device nodes: {exc}") from None
@@ -161,7 +180,12 @@ def _take_directory(directory: Path, nodes: Nodes) -> None:
         if nodes.record.owns(directory, directory.lstat()):
             nodes.owned.append(directory)
         return
-    nodes.record.add(directory, directory.lstat(), changes=True)
+    try:
+        nodes.record.add(directory, directory.lstat(), changes=True)
+    except Unrecorded:
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+        raise
     nodes.owned.append(directory)
 
 
@@ -214,8 +238,9 @@ def _make_node(path: Path, device: int, nodes: Nodes) -> None:
         raise
     finally:
         temporary.unlink()
-    nodes.record.add(path, path.lstat())  # its last change made: the ctime is its own now
     nodes.owned.insert(0, path)
+    with contextlib.suppress(Unrecorded):  # as recorded, without its time, it is still ours
+        nodes.record.add(path, path.lstat())  # its last change made: the ctime is its own now
 
 
 def _mknod(path: Path, device: int) -> None:
