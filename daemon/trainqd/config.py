@@ -67,8 +67,9 @@ class Config(BaseModel):
     # How long past a stop's grace (a user's, an admin's, an idle stop, a preemption, the
     # time limit) trainqd waits for an attempt's monitor to end it; a monitor still there
     # then (frozen by the job's owner, say) is treated as lost and trainqd ends the attempt
-    # itself (watcher.py). The longest a frozen monitor can keep a job's GPUs past its grace.
-    end_margin_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # itself (watcher.py). The longest a frozen monitor can keep a job's GPUs past its grace;
+    # more than an honest monitor's own clean-up takes at worst (about 75 s: monitor/supervise.py).
+    end_margin_seconds: Annotated[float, Field(gt=0, le=3600)] = 90.0
     default_engine: Literal["docker", "podman"] | None = None
     max_running_jobs_per_user: Annotated[int, Field(ge=0)] = 0
     max_gpus_per_user: Annotated[int, Field(ge=0)] = 0

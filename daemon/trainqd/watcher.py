@@ -213,7 +213,7 @@ WatcherFactory = Callable[[TaskGroup, OnEnd], Watcher]
 
 
 class MonitorWatcher:
-    def __init__(self, task_group: TaskGroup, on_end: OnEnd, *, margin: float = 60.0) -> None:
+    def __init__(self, task_group: TaskGroup, on_end: OnEnd, *, margin: float = 90.0) -> None:
         """`margin`: how long past its grace a stop or a time limit waits for the monitor
         before trainqd ends the attempt itself (config's end_margin_seconds)."""
         self._tg = task_group
