@@ -1,8 +1,9 @@
 """A job's owner freezes their own job's monitor (a subprocess job's monitor runs as them)
-to keep the job, and its GPUs, past every stop: their own, the time limit, a preemption,
-a restart of trainqd. Each time trainqd ends the attempt itself once the grace and
-`end_margin_seconds` are over, says why, leaves no process of the job alive, gives the GPUs
-to the next job, and goes on serving the other users."""
+to keep the job, and its GPUs, past every stop: their own, the time limit, an idle stop, a
+preemption, a restart of trainqd; and a container job's monitor hangs. Each time trainqd
+ends the attempt itself once the grace and `end_margin_seconds` are over, says why, leaves
+no process of the job alive, gives the GPUs to the next job, and goes on serving the other
+users."""
 
 from __future__ import annotations
 
