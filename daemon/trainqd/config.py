@@ -68,6 +68,12 @@ class Config(BaseModel):
     # (as Slurm's PrivateData=jobs; views.py). Its owner and the admins see it whole.
     private_data: bool = False
     default_stop_grace_seconds: Annotated[float, Field(ge=0, le=86400)] = 120.0
+    # How long past a stop's grace (a user's, an admin's, an idle stop, a preemption, the
+    # time limit) trainqd waits for an attempt's monitor to end it; a monitor still there
+    # then (frozen by the job's owner, say) is treated as lost and trainqd ends the attempt
+    # itself (watcher.py). The longest a frozen monitor can keep a job's GPUs past its grace;
+    # more than an honest monitor's own clean-up takes at worst (about 75 s: monitor/supervise.py).
+    end_margin_seconds: Annotated[float, Field(gt=0, le=3600)] = 90.0
     default_engine: Literal["docker", "podman"] | None = None
     max_running_jobs_per_user: Annotated[int, Field(ge=0)] = 0
     max_gpus_per_user: Annotated[int, Field(ge=0)] = 0

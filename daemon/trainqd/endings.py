@@ -67,9 +67,19 @@ class AttemptEnds:
         self._instance = instance
         self._changed = changed
 
-    async def ended(self, job_id: int, number: int, record: ExitRecord | None) -> None:
-        """A watched monitor exited (the watcher's `on_end`)."""
-        await self.clean_up(self._store.get(job_id), number, record)
+    async def ended(
+        self, job_id: int, number: int, record: ExitRecord | None, *, forced: bool = False
+    ) -> None:
+        """A watched monitor exited (the watcher's `on_end`). `forced`: trainqd killed it,
+        its end overdue (watcher.py), so the attempt is cleaned up as a lost one's, and
+        the job's events say why."""
+        job = self._store.get(job_id)
+        await self.clean_up(job, number, None if forced else record)
+        if forced and record is not None and record.reason is not None:
+            try:
+                self._store.note(job_id, time.time(), record.reason)
+            except DiskFull:  # the attempt's own reason says it too
+                log.warning("disk full: why trainqd ended an attempt is not noted", job_id=job_id)
         self.record(job_id, number, record)
 
     async def clean_up(self, job: JobRow, number: int, record: ExitRecord | None) -> None:

@@ -42,6 +42,7 @@ from trainqd.events import ChangeNotifier
 from trainqd.gpus import open_backend
 from trainqd.gpus.base import GpuBackend, GpuBackendError
 from trainqd.gpus.fake import FakeGpuBackend
+from trainqd.gpus.fake_nodes import RECORD_NAME as NODES_RECORD
 from trainqd.gpus.fake_nodes import NodeError
 from trainqd.jobdir import JobDirs
 from trainqd.metrics import Metrics
@@ -141,9 +142,18 @@ def main(argv: list[str] | None = None) -> int:
             cleanup.callback(gpus.close)
             if isinstance(gpus, FakeGpuBackend) and os.geteuid() == 0:
                 try:
-                    gpus.make_device_nodes(config.gpu_device_dir)
+                    record = config.state_dir / NODES_RECORD
+                    nodes = gpus.make_device_nodes(config.gpu_device_dir, record)
                 except NodeError as exc:
                     raise StartupError(str(exc)) from None
+                if nodes.unrecorded is not None:
+                    log.warning("simulated GPUs without device nodes", reason=nodes.unrecorded)
+                if nodes.foreign:
+                    log.warning(
+                        "device nodes kept that trainq did not make: jobs given those "
+                        "simulated GPUs open them",
+                        nodes=[str(path) for path in nodes.foreign],
+                    )
             try:
                 authorizer = Authorizer(config.admin_group, private_data=config.private_data)
             except ValueError as exc:

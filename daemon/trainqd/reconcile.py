@@ -12,7 +12,7 @@ import structlog
 from trainq.core.states import ACTIVE
 from trainqd.endings import AttemptEnds
 from trainqd.jobdir import JobDirs
-from trainqd.launch import remaining_runtime
+from trainqd.launch import remaining_runtime, stop_grace
 from trainqd.store import Store
 from trainqd.watcher import Watcher, read_exit_record, read_monitor_info
 
@@ -26,6 +26,7 @@ async def reconcile(
     watcher: Watcher,
     ends: AttemptEnds,
     deadlines: dict[int, float],
+    default_grace: float,
 ) -> None:
     for job in store.jobs(list(ACTIVE)):
         number = job.attempt_count
@@ -42,7 +43,11 @@ async def reconcile(
             if info is not None:
                 pid, start, boot = info.monitor_pid, info.monitor_start, info.boot_id
         monitor = None
+        remaining = remaining_runtime(job)
+        deadline = None if remaining is None else attempt.started_at + remaining
         if pid is not None:
+            # The watcher holds it to its time limit and to a stop given before, as it
+            # holds the monitors it starts.
             monitor = watcher.attach(
                 job.id,
                 attempt=number,
@@ -51,11 +56,12 @@ async def reconcile(
                 boot_id=boot,
                 attempt_dir=attempt_dir,
                 stop_file=dirs.stop_file(job.id, number),
+                deadline=deadline,
+                grace=stop_grace(job, default_grace),
             )
         if monitor is not None:
-            remaining = remaining_runtime(job)
-            if remaining is not None:  # the monitor enforces it; the planner reckons with it
-                deadlines[job.id] = attempt.started_at + remaining
+            if deadline is not None:  # the monitor enforces it; the planner reckons with it
+                deadlines[job.id] = deadline
             log.info("re-attached", job_id=job.id, attempt=number, monitor=pid)
             continue
         record = read_exit_record(attempt_dir, job.id, number)

@@ -9,7 +9,8 @@ planned on a worker thread (`PlanRound`), so that planning thousands of jobs nev
 event loop; the plan's starts and preemptions are then carried out on the loop, each only
 if its job is still as it was planned. Its parts:
 launcher.py starts attempts, endings.py records their ends, stopping.py stops jobs,
-reconcile.py takes over live monitors at start-up. Time limits are the monitors' to enforce.
+reconcile.py takes over live monitors at start-up. Time limits are the monitors' to enforce;
+the watcher ends an attempt whose monitor is overdue (watcher.py).
 """
 
 from __future__ import annotations
@@ -121,10 +122,12 @@ class Scheduler:
         dirs: JobDirs,
         notifier: ChangeNotifier,
         authorizer: Authorizer,
-        watcher: WatcherFactory = MonitorWatcher,
+        watcher: WatcherFactory | None = None,
     ) -> None:
         self.config = config
-        self._new_watcher = watcher
+        self._new_watcher: WatcherFactory = watcher or (
+            lambda tg, on_end: MonitorWatcher(tg, on_end, margin=config.end_margin_seconds)
+        )
         self.store = store
         self.gpus = gpus
         self.dirs = dirs
@@ -231,6 +234,7 @@ class Scheduler:
                         watcher=self._watcher,
                         ends=self.ends,
                         deadlines=self.deadlines,
+                        default_grace=self.config.default_stop_grace_seconds,
                     )
                 tg.start_soon(sampling.watch, self)
                 task_status.started()

@@ -11,13 +11,24 @@ from the record the monitor wrote as root beside the stop file, never from the a
 directory, which the job's owner controls (docs/security.md). How the
 attempt ended comes from the monitor's exit record; no record, or one that cannot be
 trusted, means the attempt was lost.
+
+The monitor alone ends its attempt, but a subprocess job's monitor runs as the job's owner,
+who can freeze it (SIGSTOP), and a container job's waits for a child of the owner's. So
+trainqd keeps, for each monitor, when the attempt must have ended at the latest: a stop's
+grace (or the time limit and the grace) plus `end_margin_seconds`. A monitor still alive
+then is treated as lost: trainqd kills it, and the attempt ends as the stop asked (stopped,
+timed out, preempted) with the reason, after the clean-up of a lost attempt (endings.py):
+its cgroup killed, its container removed through the engine. A stop made while no trainqd
+ran is found again by its stop file, which only trainqd writes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
+import select
 import signal
 import subprocess
 import time
@@ -32,6 +43,7 @@ from anyio.abc import TaskGroup
 
 from trainq.core.errors import DiskFull
 from trainqd.monitor import cgroup, procfs, spawn
+from trainqd.monitor.outcome import read_stop_request
 from trainqd.monitor.records import (
     EXIT_RECORD,
     REASON_CHARS,
@@ -48,7 +60,30 @@ from trainqd.store import DISK_FULL_MESSAGE
 
 log = structlog.get_logger("trainqd.watcher")
 
-OnEnd = Callable[[int, int, ExitRecord | None], Awaitable[None]]
+# The longest the enforcement sleeps: a wall-clock step is noticed within this.
+ENFORCE_RECHECK = 30.0
+
+StopCause = Literal["user", "time_limit", "preempt"]
+# What an attempt trainqd ended itself is recorded as, for each cause of its stop.
+FORCED_OUTCOMES: dict[StopCause, str] = {
+    "user": "stopped",
+    "time_limit": "timed_out",
+    "preempt": "preempted",
+}
+_CAUSE_WORDS: dict[StopCause, str] = {
+    "user": "its stop",
+    "time_limit": "its time limit",
+    "preempt": "its preemption",
+}
+
+
+class OnEnd(Protocol):
+    """The scheduler's hearing of a monitor's end. `forced`: trainqd killed the monitor
+    (its end was overdue), so anything of the attempt may live on."""
+
+    def __call__(
+        self, job_id: int, attempt: int, record: ExitRecord | None, /, *, forced: bool = False
+    ) -> Awaitable[None]: ...
 
 
 @dataclass
@@ -61,6 +96,22 @@ class WatchedMonitor:
     stop_file: Path
     popen: subprocess.Popen[bytes] | None = None
     pidfd: int | None = field(default=None, repr=False)
+    # When the attempt must have ended (time.time()), and why: a stop's or the time limit's
+    # grace plus the margin. None: nothing asked it to end yet.
+    end_due: float | None = None
+    due_cause: StopCause | None = None
+    due_grace: float = 0.0
+    # Set once trainqd has killed the monitor for being overdue: the record it ends with.
+    forced: ExitRecord | None = None
+
+    def expect_end(self, at: float, cause: StopCause, grace: float) -> None:
+        """The attempt must have ended by `at`; an earlier due stays (a stop can shorten
+        the wait for its end, never lengthen it), with its cause, as the monitor keeps the
+        first stop's."""
+        if self.end_due is None or at < self.end_due:
+            if self.due_cause is None or self.due_cause == "time_limit":
+                self.due_cause = cause
+            self.end_due, self.due_grace = at, grace
 
 
 def read_exit_record(attempt_dir: Path, job_id: int, attempt: int) -> ExitRecord | None:
@@ -106,7 +157,27 @@ def outside_attempt_cgroup(pid: int, attempt_dir: Path, job_id: int, attempt: in
     return pid not in cgroup.members(path)
 
 
-StopCause = Literal["user", "time_limit", "preempt"]
+def forced_record(monitor: WatchedMonitor, margin: float, now: float) -> ExitRecord:
+    """How an attempt trainqd ended itself is recorded: as its stop asked, with why."""
+    cause = monitor.due_cause or "user"
+    return ExitRecord(
+        monitor.job_id,
+        monitor.attempt,
+        FORCED_OUTCOMES[cause],
+        None,
+        now,
+        reason=(
+            f"its monitor did not end the attempt within the {monitor.due_grace:g} s grace "
+            f"of {_CAUSE_WORDS[cause]} and {margin:g} s more: trainqd ended it"
+        )[:REASON_CHARS],
+    )
+
+
+def _has_exited(pidfd: int) -> bool:
+    """Whether the process of `pidfd` has exited (the pidfd is then readable)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class Watcher(Protocol):
@@ -129,6 +200,8 @@ class Watcher(Protocol):
         boot_id: str | None,
         attempt_dir: Path,
         stop_file: Path,
+        deadline: float | None,
+        grace: float,
     ) -> WatchedMonitor | None: ...
 
     def request_stop(
@@ -140,13 +213,18 @@ WatcherFactory = Callable[[TaskGroup, OnEnd], Watcher]
 
 
 class MonitorWatcher:
-    def __init__(self, task_group: TaskGroup, on_end: OnEnd) -> None:
+    def __init__(self, task_group: TaskGroup, on_end: OnEnd, *, margin: float = 90.0) -> None:
+        """`margin`: how long past its grace a stop or a time limit waits for the monitor
+        before trainqd ends the attempt itself (config's end_margin_seconds)."""
         self._tg = task_group
         self._on_end = on_end
+        self.margin = margin
         self.boot_id = procfs.boot_id()
         self.monitors: dict[int, WatchedMonitor] = {}
+        self._due_changed = anyio.Event()
         self.starter = spawn.MonitorStarter()
         self.starter.start_server()
+        task_group.start_soon(self._enforce, name="ends of overdue attempts")
 
     def close(self) -> None:
         self.starter.close()
@@ -163,6 +241,9 @@ class MonitorWatcher:
             popen=started.popen,
             pidfd=os.pidfd_open(started.pid),
         )
+        if launch.deadline is not None:
+            grace = launch.stop_grace_seconds
+            monitor.expect_end(launch.deadline + grace + self.margin, "time_limit", grace)
         self._watch(monitor)
         return monitor
 
@@ -176,8 +257,12 @@ class MonitorWatcher:
         boot_id: str | None,
         attempt_dir: Path,
         stop_file: Path,
+        deadline: float | None,
+        grace: float,
     ) -> WatchedMonitor | None:
-        """Watch a monitor that outlived a previous trainqd, if it is still that monitor."""
+        """Watch a monitor that outlived a previous trainqd, if it is still that monitor,
+        and hold it to its time limit (`deadline`, with `grace`) and to any stop it was
+        given before."""
         if boot_id != self.boot_id or start_ticks is None:
             return None
         try:
@@ -193,12 +278,30 @@ class MonitorWatcher:
         monitor = WatchedMonitor(
             job_id, attempt, pid, start_ticks, attempt_dir, stop_file, None, pidfd
         )
+        if deadline is not None:
+            monitor.expect_end(deadline + grace + self.margin, "time_limit", grace)
+        self._stop_given_before(monitor, grace)
         self._watch(monitor)
         return monitor
+
+    def _stop_given_before(self, monitor: WatchedMonitor, grace: float) -> None:
+        """A stop a previous trainqd gave: its stop file, written by trainqd alone, says
+        its grace and cause, and its time of change when it was given."""
+        try:
+            given = os.stat(monitor.stop_file).st_mtime
+        except OSError:
+            return
+        asked, cause = read_stop_request(str(monitor.stop_file), grace)
+        match cause:
+            case "user" | "time_limit" | "preempt":
+                monitor.expect_end(given + asked + self.margin, cause, asked)
+            case _:  # unreadable: not a stop trainqd gave
+                pass
 
     def _watch(self, monitor: WatchedMonitor) -> None:
         self.monitors[monitor.job_id] = monitor
         self._tg.start_soon(self._wait, monitor, name=f"monitor of job {monitor.job_id}")
+        self._due_changed.set()
 
     async def _wait(self, monitor: WatchedMonitor) -> None:
         assert monitor.pidfd is not None
@@ -212,8 +315,49 @@ class MonitorWatcher:
         if monitor.popen is not None:
             monitor.popen.wait()  # it has exited: this only reaps it
         self.monitors.pop(monitor.job_id, None)
+        if monitor.forced is not None:
+            # Whatever its attempt directory holds now, the job's owner could have written.
+            await self._on_end(monitor.job_id, monitor.attempt, monitor.forced, forced=True)
+            return
         record = read_exit_record(monitor.attempt_dir, monitor.job_id, monitor.attempt)
         await self._on_end(monitor.job_id, monitor.attempt, record)
+
+    async def _enforce(self) -> None:
+        """End, by killing its monitor, each attempt still running past its end's due."""
+        while True:
+            now = time.time()
+            for monitor in list(self.monitors.values()):
+                due = monitor.end_due
+                if monitor.forced is None and due is not None and due <= now:
+                    self._force(monitor, now)
+            soonest = min(
+                (
+                    m.end_due
+                    for m in self.monitors.values()
+                    if m.forced is None and m.end_due is not None
+                ),
+                default=math.inf,
+            )
+            with anyio.move_on_after(min(max(0.0, soonest - now), ENFORCE_RECHECK)):
+                await self._due_changed.wait()
+            self._due_changed = anyio.Event()
+
+    def _force(self, monitor: WatchedMonitor, now: float) -> None:
+        """The monitor did not end its attempt in time: kill it; its end (`_wait`) is then
+        the attempt's, recorded as the stop asked, after a lost attempt's clean-up."""
+        if monitor.pidfd is None or _has_exited(monitor.pidfd):
+            monitor.end_due = None  # it has ended by itself: its own end is on its way
+            return
+        monitor.forced = forced_record(monitor, self.margin, now)
+        log.warning(
+            "a monitor did not end its attempt in time: ending it",
+            job_id=monitor.job_id,
+            attempt=monitor.attempt,
+            monitor=monitor.pid,
+            cause=monitor.due_cause,
+        )
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(monitor.pidfd, signal.SIGKILL)
 
     def request_stop(
         self,
@@ -233,6 +377,8 @@ class MonitorWatcher:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # asking again later will do
                 raise DiskFull(DISK_FULL_MESSAGE) from None
             raise
+        monitor.expect_end(time.time() + grace + self.margin, reason, grace)
+        self._due_changed.set()
         with contextlib.suppress(ProcessLookupError):
             if monitor.pidfd is not None:  # cannot reach a process that reused the pid
                 signal.pidfd_send_signal(monitor.pidfd, signal.SIGTERM)

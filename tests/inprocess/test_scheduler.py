@@ -86,6 +86,8 @@ class FakeWatcher:
         boot_id: str | None,
         attempt_dir: Path,
         stop_file: Path,
+        deadline: float | None,
+        grace: float,
     ) -> WatchedMonitor | None:
         if boot_id != self.boot_id or pid not in self.alive:
             return None

@@ -114,3 +114,31 @@ def test_the_ebpf_device_program_alone_confines_a_job(
     v2 = next(line for line in report["cgroups"] if line.startswith("0::"))
     assert v2.rsplit("/", 1)[1].startswith("job-"), v2
     assert report["escape_v2"] in ("EACCES", "EPERM")
+
+
+def test_the_nodes_a_killed_trainqd_made_are_removed_by_the_next(
+    accounts: Accounts, shared_dir: Path
+) -> None:
+    """`kill -9` leaves trainqd's nodes behind (mode 0666: anyone may open them); the next
+    trainqd knows them for its own by its record and removes them at its clean stop, and
+    leaves alone the node it found there and did not make (a driver's, as far as it knows)."""
+    nodes = shared_dir / "dev"
+    nodes.mkdir()
+    os.mknod(nodes / "nvidia1", 0o600 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, 1))
+    theirs = os.lstat(nodes / "nvidia1")
+    config = {"admin_group": ADMINS, "fake_gpu_device_dir": str(nodes)}
+    with running_daemon(gpus="fake:2", config=config) as daemon:
+        assert sorted(path.name for path in nodes.iterdir()) == ["nvidia0", "nvidia1", "nvidiactl"]
+        daemon.kill()
+        assert (nodes / "nvidia0").exists()  # nothing removes them at a SIGKILL
+        daemon.start()
+        assert "device nodes kept that trainq did not make" in daemon.log()
+        assert trainq_as(daemon, accounts.bob, "gpus").returncode == 0
+        assert daemon.stop() == 0
+    assert sorted(path.name for path in nodes.iterdir()) == ["nvidia1"]
+    left = os.lstat(nodes / "nvidia1")
+    assert (left.st_ino, left.st_mode, left.st_rdev) == (
+        theirs.st_ino,
+        theirs.st_mode,
+        theirs.st_rdev,
+    )

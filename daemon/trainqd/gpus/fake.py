@@ -47,7 +47,7 @@ from trainqd.gpus.base import (
     GpuSample,
     GpuUsage,
 )
-from trainqd.gpus.fake_nodes import make_nodes, remove_nodes
+from trainqd.gpus.fake_nodes import Nodes, make_nodes
 
 MAX_FAKE_GPUS = 64
 # What NVML reports for an 80 GB H100, so sizes shown by `trainq gpus` look familiar.
@@ -295,8 +295,8 @@ class FakeGpuBackend:
     """Simulated GPUs; see the module docstring."""
 
     kind: BackendKind = "fake"
-    # Device nodes this backend made (fake_nodes.py), removed again by close().
-    _made_nodes: tuple[Path, ...] = ()
+    # Device nodes this backend made or took over (fake_nodes.py), removed again by close().
+    _nodes: Nodes | None = None
 
     def __init__(
         self,
@@ -374,14 +374,17 @@ class FakeGpuBackend:
         except KeyError:
             raise ValueError(f"no simulated GPU pair ({a}, {b})") from None
 
-    def make_device_nodes(self, directory: Path) -> None:
-        """Give the simulated GPUs device nodes in `directory` (root only); NodeError."""
-        nodes = make_nodes(directory, (device.index for device in self._devices))
-        self._made_nodes = (*nodes, *self._made_nodes)
+    def make_device_nodes(self, directory: Path, record: Path) -> Nodes:
+        """Give the simulated GPUs device nodes in `directory` (root only), those made
+        before kept in `record`; what was made and found there. NodeError."""
+        self.close()
+        self._nodes = make_nodes(directory, (device.index for device in self._devices), record)
+        return self._nodes
 
     def close(self) -> None:
-        remove_nodes(self._made_nodes)
-        self._made_nodes = ()
+        if self._nodes is not None:
+            self._nodes.remove()
+            self._nodes = None
 
     @staticmethod
     def _stat_key(path: Path) -> tuple[int, int, int] | None:
