@@ -125,7 +125,9 @@ class Slurm:
     ) -> float:
         """sbatch the task as `account`; when the submission began. `preempts`: in its QOS
         tier, told of a preemption's grace (the batch shell is the trainer, and B:TERM sends
-        it the SIGTERM), with a place for its checkpoint as trainq gives one."""
+        it the SIGTERM), with a place for its checkpoint as trainq gives one. `@0`: without
+        it the same signal also comes 60 s before the time limit, i.e. at once for the
+        trace's 1-minute jobs, which would then stop and be queued again for nothing."""
         env = ["--export=NONE"]
         if preempts:
             home = self.base / "jobs" / task.name
@@ -135,7 +137,7 @@ class Slurm:
             env = [
                 f"--export=SAGEMAKER_BASE_DIR={home}",
                 f"--qos={qos_of(task)}",
-                "--signal=B:TERM",
+                "--signal=B:TERM@0",
             ]
         argv = [
             "sbatch",
