@@ -1,13 +1,14 @@
 """Replay a slice of the Alibaba GPU trace on trainq and on a real Slurm, in the same run.
 
     .venv/bin/python bench/trace.py            # 120 jobs, about 3 minutes per run
-    .venv/bin/python bench/trace.py --quick    # 20 jobs, under 40 s in all
+    .venv/bin/python bench/trace.py --quick    # 20 jobs, about 2 minutes in all
 
 Needs root (the users are real accounts, made for the run and removed after it, and
-slurm-local runs slurmctld and slurmd) and Debian's slurm-wlm and munge. The same jobs
-(trace_sample.py), at the same moments after the first submit (trace_replay.py), go to
-`trainqd --gpus fake:8` (trace_trainq.py: through its HTTP API, each user's from a process
-of that user) and to `slurm-local` with 8 fake GPUs (trace_slurm.py: `sbatch --uid`).
+scripts/slurm-local runs slurmctld and slurmd) and Debian's slurm-wlm and munge, and for
+the multifactor runs slurmdbd and mariadb-server. The same jobs (trace_sample.py), at the
+same moments after the first submit (trace_replay.py), go to `trainqd --gpus fake:8`
+(trace_trainq.py: through its HTTP API, each user's from a process of that user) and to
+`scripts/slurm-local` with 8 fake GPUs (trace_slurm.py: `sbatch --uid`), three ways.
 Every job is `bench/trainers/trace.sh`, which sleeps for the task's scaled run and stamps
 its start and end; the measures (trace_metrics.py) come from those stamps and the submit
 times alone, the same way for both. bench/README.md defines each measure.
@@ -30,10 +31,18 @@ from pathlib import Path
 
 import trace_sample
 from common import load, machine
-from trace_metrics import SIZES, busy_while_waiting, fairness, makespan, size_of, waits_by_size
+from trace_metrics import (
+    SIZES,
+    busy_while_waiting,
+    fairness,
+    lost_to_preemption,
+    makespan,
+    size_of,
+    waits_by_size,
+)
 from trace_replay import GPUS, Outcome
 from trace_sample import Scaling, Task
-from trace_slurm import run_slurm
+from trace_slurm import SlurmMode, run_slurm
 from trace_trainq import Mode, run_trainq, supported
 from trace_users import accounts
 
@@ -106,6 +115,7 @@ def rows(outcome: Outcome, names: list[str], window: float, heavy: str) -> dict[
         out["jobs that preempted (victims)"] = "n/a"
         out["preempting submit to trainer running, s"] = "n/a"
         out["preemption to trainer running, s"] = "n/a"
+        out["GPU-seconds lost to preemption"] = "n/a"
     else:
         made = outcome.preemptions
         victims = sum(p.victims for p in made)
@@ -116,6 +126,7 @@ def rows(outcome: Outcome, names: list[str], window: float, heavy: str) -> dict[
         from_decision = [s - p.decided for s, p in zip(started, made, strict=True)]
         out["preempting submit to trainer running, s"] = _listed(from_submit)
         out["preemption to trainer running, s"] = _listed(from_decision)
+        out["GPU-seconds lost to preemption"] = f"{lost_to_preemption(jobs):.2f}"
     return out
 
 
@@ -132,9 +143,11 @@ def dump(path: Path, tasks: list[Task], outcomes: list[Outcome]) -> None:
     record = {
         "tasks": [dataclasses.asdict(t) for t in tasks],
         **{o.system: [dataclasses.asdict(j) for j in o.jobs] for o in outcomes},
-        "trainq preemptions": [
-            dataclasses.asdict(p) for o in outcomes for p in o.preemptions or []
-        ],
+        **{
+            f"{o.system} preemptions": [dataclasses.asdict(p) for p in o.preemptions]
+            for o in outcomes
+            if o.preemptions is not None
+        },
     }
     path.write_text(json.dumps(record, indent=1))
 
@@ -147,9 +160,10 @@ def main() -> None:
     parser.add_argument("--heavy-share", type=float, default=0.65)
     parser.add_argument(
         "--only",
-        choices=[*(m.value for m in Mode), "Slurm"],
+        choices=[*(m.value for m in Mode), *(m.value for m in SlurmMode)],
         help="one run alone: trainq (fair share), share (with preemption between users),"
-        " classes (the qos as classes), Slurm",
+        " classes (the qos as classes), Slurm (first come, first served), slurm-mf"
+        " (multifactor fair share), slurm-qos (the same, the qos as preempting QOS tiers)",
     )
     parser.add_argument(
         "--minute-limits",
@@ -187,7 +201,8 @@ def main() -> None:
                     runs[mode] = functools.partial(run_trainq, mode=mode, minutes=minutes)
                 else:
                     print(f"# this trainqd cannot run the {mode} mode: left out")
-            runs["Slurm"] = run_slurm
+            for slurm_mode in SlurmMode:
+                runs[slurm_mode] = functools.partial(run_slurm, mode=slurm_mode)
             for system, run in runs.items():
                 if args.only in (None, system):
                     began = time.monotonic()

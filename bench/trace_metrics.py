@@ -25,6 +25,7 @@ class Job:
     gpus: int
     submitted: float
     runs: tuple[tuple[float, float], ...]  # (start, end) of each attempt's trainer
+    work: float = 0.0  # seconds of work its task needs (what the runs add up to, unpreempted)
 
     @property
     def started(self) -> float:
@@ -192,3 +193,47 @@ def fairness(jobs: Sequence[Job], gpus: int, window: float, *, pooled: bool = Fa
     found = [window_fairness(jobs, a, b, gpus, pooled=pooled) for a, b in itertools.pairwise(edges)]
     counted = [f for f in found if f is not None]
     return Fairness(statistics.fmean(counted) if counted else math.nan, len(counted), count)
+
+
+def lost_to_preemption(jobs: Iterable[Job]) -> float:
+    """GPU-seconds that preempted jobs ran beyond their work: the work done since a victim's
+    last checkpoint, done again after it resumed (and each restart's own start-up)."""
+    return sum(
+        j.gpus * max(0.0, sum(end - start for start, end in j.runs) - j.work)
+        for j in jobs
+        if len(j.runs) > 1
+    )
+
+
+@dataclass(frozen=True)
+class Preemption:
+    job: str  # the job that preempted
+    decided: float  # when its first victim was stopped
+    victims: int
+
+
+def inferred_preemptions(
+    names: Sequence[str], jobs: Sequence[Job], may_preempt: Sequence[bool]
+) -> list[Preemption]:
+    """Who preempted whom, for a system that does not say (Slurm): each stop of a victim's
+    trainer before its work was done (every run but its last) is put down to the job that
+    may preempt, was waiting then, and started first after it."""
+    found: dict[str, Preemption] = {}
+    for victim in jobs:
+        for _, stopped in victim.runs[:-1]:
+            waiting = [
+                (job.start_after(stopped), name)
+                for name, job, may in zip(names, jobs, may_preempt, strict=True)
+                if may and job.gpus and job.waiting_at(stopped) and job.ended > stopped
+                and any(start >= stopped for start, _ in job.runs)
+            ]  # fmt: skip
+            if not waiting:
+                continue
+            name = min(waiting)[1]
+            earlier = found.get(name)
+            found[name] = Preemption(
+                name,
+                min(stopped, earlier.decided) if earlier else stopped,
+                (earlier.victims if earlier else 0) + 1,
+            )
+    return sorted(found.values(), key=lambda p: p.decided)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import poll_until
-from trace_metrics import Job
+from trace_metrics import Job, Preemption
 from trace_sample import Task
 
 GPUS = 8
@@ -19,13 +19,6 @@ GPUS = 8
 # 56 at least, which is what trainq gets as CPU slots (where GPU jobs take none).
 SLURM_CPUS = 64
 CPU_SLOTS = SLURM_CPUS - GPUS
-
-
-@dataclass(frozen=True)
-class Preemption:
-    job: str  # the job that preempted
-    decided: float  # when trainq stopped its first victim
-    victims: int
 
 
 @dataclass(frozen=True)
@@ -81,7 +74,8 @@ def wait_for_all(
 
 def schedule(tasks: list[Task], submitted: dict[str, float], stamps: Path) -> list[Job]:
     return [
-        Job(t.user, t.gpus, submitted[t.name], tuple(read_runs(stamps / t.name)[0])) for t in tasks
+        Job(t.user, t.gpus, submitted[t.name], tuple(read_runs(stamps / t.name)[0]), t.seconds)
+        for t in tasks
     ]
 
 

@@ -17,13 +17,8 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-TRACE = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "data"
-    / "alibaba-gpu-v2023"
-    / "openb_pod_list_default.csv"
-)
+# The trace's first 400 tasks that ran from creation time 10,740,000 s on (bench/data/README.md).
+TRACE = Path(__file__).resolve().parent / "data" / "alibaba-gpu-v2023-slice.csv"
 
 
 @dataclass(frozen=True)

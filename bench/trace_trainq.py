@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from common import Daemon, poll_until, running_daemon
+from trace_metrics import Preemption
 from trace_replay import (
     CPU_SLOTS,
     GPUS,
     Outcome,
-    Preemption,
     finish_timeout,
     replay,
     schedule,

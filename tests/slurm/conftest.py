@@ -1,6 +1,6 @@
-"""A real single-host Slurm for the export tests: the shared `slurm-local` tool (slurmctld,
-slurmd and munge under a scratch directory, fake GPUs, its own ports), started once for the
-session and stopped after it. Needs root and Debian's slurm-wlm and munge (tests/run
+"""A real single-host Slurm for the export tests: the repository's `scripts/slurm-local`
+(slurmctld, slurmd and munge under a scratch directory, fake GPUs, its own ports), started
+once for the session and stopped after it. Needs root and Debian's slurm-wlm and munge (tests/run
 installs them); when Slurm cannot start the tests fail with what it said."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.multiuser.conftest import accounts, shared_dir
 __all__ = ["accounts", "engine", "shared_dir"]
 
 REPO = Path(__file__).resolve().parents[2]
-SLURM_LOCAL = REPO.parent / "shared" / "tools" / "slurm-local"
+SLURM_LOCAL = REPO / "scripts" / "slurm-local"
 GPUS = 2
 START_TIMEOUT = 90
 
@@ -83,8 +83,6 @@ def slurm() -> Iterator[Slurm]:
             f"the Slurm tests need slurm-wlm and munge ({', '.join(missing)} missing): "
             "tests/run installs them"
         )
-    if not SLURM_LOCAL.is_file():
-        pytest.fail(f"{SLURM_LOCAL} is missing: shared/ must sit beside the repository")
     # munged wants every directory above its socket searchable by all: pytest's temporary
     # directories are not.
     base = Path(tempfile.mkdtemp(prefix="trainq-slurm-"))

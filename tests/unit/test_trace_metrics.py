@@ -14,9 +14,12 @@ sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))
 
 from trace_metrics import (
     Job,
+    Preemption,
     busy_while_waiting,
     fairness,
+    inferred_preemptions,
     jain,
+    lost_to_preemption,
     makespan,
     waits_by_size,
     water_fill,
@@ -137,3 +140,32 @@ def test_fairness_averages_the_windows_that_count() -> None:
     assert (fifo.index, fifo.windows, fifo.of) == (0.5, 1, 2)
     shared = fairness(SHARED, gpus=2, window=10.0)
     assert (shared.index, shared.windows, shared.of) == (1.0, 1, 3)
+
+
+def test_lost_to_preemption_counts_what_preempted_jobs_ran_beyond_their_work() -> None:
+    # A 2-GPU job of 5 s of work ran 3 s, was stopped, and ran 4 s more: 2 s done twice.
+    redone = Job("a", 2, 0.0, ((0.0, 3.0), (6.0, 10.0)), work=5.0)
+    # One that resumed exactly from its checkpoint lost nothing, and so did one never stopped
+    # (its run's own start-up is not preemption's).
+    resumed = Job("a", 1, 0.0, ((0.0, 3.0), (6.0, 8.0)), work=5.0)
+    whole = Job("b", 1, 0.0, ((0.0, 5.5),), work=5.0)
+    assert lost_to_preemption([redone, resumed, whole]) == 4.0
+
+
+def test_a_stop_is_put_down_to_the_waiting_job_that_may_preempt_and_starts_first() -> None:
+    names = ["low-1", "low-2", "high", "normal", "later"]
+    jobs = [
+        Job("a", 1, 0.0, ((0.0, 4.0), (9.0, 12.0))),  # stopped at 4
+        Job("a", 1, 0.0, ((0.0, 4.1), (9.0, 12.0))),  # stopped at 4.1
+        Job("b", 2, 3.0, ((5.0, 8.0),)),  # may preempt, waiting at 4, starts at 5
+        Job("c", 2, 1.0, ((4.5, 6.0),)),  # starts first, but may not preempt
+        Job("b", 1, 4.2, ((4.6, 6.0),)),  # may preempt, submitted after both stops
+    ]
+    found = inferred_preemptions(names, jobs, [False, False, True, False, True])
+    assert found == [Preemption("high", 4.0, 2)]
+    assert jobs[2].start_after(found[0].decided) - found[0].decided == 1.0
+
+
+def test_a_stop_with_no_job_that_may_preempt_waiting_is_no_preemption() -> None:
+    jobs = [Job("a", 1, 0.0, ((0.0, 4.0), (5.0, 6.0))), Job("b", 1, 5.0, ((6.0, 7.0),))]
+    assert inferred_preemptions(["x", "y"], jobs, [False, True]) == []
