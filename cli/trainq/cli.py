@@ -332,7 +332,8 @@ def submit(
     wait: Annotated[
         bool,
         typer.Option(
-            "--wait", help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED"
+            "--wait",
+            help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED, 9 TIMEOUT",
         ),
     ] = False,
     json: Annotated[bool, typer.Option("--json", help="print the job record as JSON")] = False,
@@ -437,7 +438,8 @@ def wait(
     group: GroupOption = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED. With
+    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED, 9 if its
+    time limit stopped it (TIMEOUT). With
     --group, for every job of the group: exit 0 only if all of them COMPLETED."""
     _job_or_group(ctx, job, group)
     return _parsed(ctx, "wait", socket=socket, job=job, group=group)
@@ -511,7 +513,9 @@ def release(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.N
     return _parsed(ctx, "release", socket=socket, jobs=jobs)
 
 
-@app.command(short_help="change a pending job", context_settings=JOB_COMMAND)
+@app.command(
+    short_help="change a pending job, or a running one's time limit", context_settings=JOB_COMMAND
+)
 def update(
     ctx: typer.Context,
     job: UnfinishedJob,
@@ -536,7 +540,8 @@ def update(
     ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Change a job that has not started: the same rules as at submit."""
+    """Change a job that has not started: the same rules as at submit. Of a running job,
+    only --max-runtime: within its class's maximum (admins: beyond it)."""
     return _parsed(
         ctx, "update", socket=socket, job=job, priority=priority, gpus=gpus,
         max_runtime=max_runtime, job_class=job_class, boost=boost,

@@ -485,7 +485,8 @@ class Client:
 
     def update(self, job_id: int, **changes: Any) -> JobRecord:
         """Change a pending job: `priority`, `gpus`, `max_runtime_seconds`, `class`
-        (pass it as `job_class`) or, for admins, `boost`; the rules of a submission apply."""
+        (pass it as `job_class`) or, for admins, `boost`; the rules of a submission apply.
+        Of a running job, `max_runtime_seconds` alone (its monitor gets the new deadline)."""
         from trainq.core.wire import JobRecord  # noqa: PLC0415
 
         if "job_class" in changes:

@@ -25,7 +25,7 @@ from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
 from trainq.humanize import health_line, pretty_json
 from trainq.specfile import build_spec, load_spec_file, submit_flags
-from trainq.waiting import exit_status_of, report_end, wait_until_ended
+from trainq.waiting import job_exit_status, report_end, wait_until_ended
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def wait(ctx: Context, args: argparse.Namespace) -> int:
     _, job = client.request("GET", _job_path(args.job))
     if job.get("state") in TERMINAL:
         report_end(ctx, job)
-        return exit_status_of(job.get("state"))
+        return job_exit_status(job)
     return wait_until_ended(ctx, client, args.job, state=job.get("state"))
 
 

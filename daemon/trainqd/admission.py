@@ -90,3 +90,11 @@ def check_change(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorize
     depend on. Its command, image and paths are as they were admitted."""
     check_gpus(spec, host)
     check_class(spec, uid, host, authorizer)
+
+
+def check_running_limit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:
+    """A running job's new time limit (`trainq update --max-runtime` by `uid`): within its
+    class's maximum for its owner; an admin may go beyond it (and lift it)."""
+    if authorizer.is_admin(uid):
+        return
+    check_class(spec, uid, host, authorizer)

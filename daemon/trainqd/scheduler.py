@@ -36,7 +36,7 @@ from trainqd.endings import AttemptEnds
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.jobdir import JobDirs
-from trainqd.launch import LaunchSettings
+from trainqd.launch import LaunchSettings, remaining_runtime
 from trainqd.launcher import Launcher
 from trainqd.policy import SharingPolicy
 from trainqd.reconcile import reconcile
@@ -105,6 +105,8 @@ class JobControl(Protocol):
     ) -> tuple[list[int], int]: ...
 
     def changed(self) -> None: ...
+
+    def retimed(self, job: JobRow) -> None: ...
 
     def place(self, job_id: int) -> int | None: ...
 
@@ -420,4 +422,20 @@ class Scheduler:
     def changed(self) -> None:
         """Something the plan depends on changed outside the scheduler (a hold, a release, a
         pending job's new spec, a drain): tell the watchers and plan again."""
+        self._changed()
+
+    def retimed(self, job: JobRow) -> None:
+        """A running job's time limit changed (its row holds the new spec): its monitor, which
+        enforces the limit, and the planner, which reckons with it, get the new deadline,
+        counted as at the launch: from the attempt's start, less what earlier attempts ran."""
+        attempt = self.store.attempt(job.id, job.attempt_count)
+        remaining = remaining_runtime(job)
+        if attempt is None or attempt.ended_at is not None:
+            return  # it ended meanwhile: nothing runs to the old deadline
+        deadline = None if remaining is None else attempt.started_at + remaining
+        if deadline is None:
+            self.deadlines.pop(job.id, None)
+        else:
+            self.deadlines[job.id] = deadline
+        self.watcher.set_deadline(job.id, deadline)
         self._changed()

@@ -153,6 +153,9 @@ class SlurmBackend:
     def attach(self, job_id: int, **_: object) -> WatchedMonitor | None:
         return None  # take_over follows Slurm jobs; there are no local monitors
 
+    def set_deadline(self, job_id: int, deadline: float | None) -> bool:
+        return False  # Slurm holds the time limit it was handed (the API refuses a change)
+
     def request_stop(
         self, job_id: int, grace: float, reason: StopCause, requested_by: int | None
     ) -> bool:

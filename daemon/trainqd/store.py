@@ -819,6 +819,23 @@ class Store:
         self._unfinished.pop(job_id, None)  # so that the new spec is the one kept
         return self._refresh(job_id, spec)
 
+    def change_running_limit(self, job_id: int, spec: JobSpec, now: float, reason: str) -> JobRow:
+        """Replace a RUNNING job's spec (its time limit alone differs), with an event row, in
+        one transaction; Conflict if it is no longer running."""
+        with self._tx():
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}")
+            if row[0] != JobState.RUNNING:
+                raise Conflict(f"job {job_id} is {row[0]}; its time limit can no longer change")
+            self._db.execute(
+                "UPDATE jobs SET spec=? WHERE id=? AND state=?",
+                (spec.model_dump_json(), job_id, str(JobState.RUNNING)),
+            )
+            self._event(job_id, now, JobState.RUNNING, JobState.RUNNING, reason)
+        self._unfinished.pop(job_id, None)  # so that the new spec is the one kept
+        return self._refresh(job_id, spec)
+
     def _load_drains(self) -> None:
         self._drains = {
             row["gpu"]: DrainRow(row["gpu"], row["reason"], row["by_user"], row["since"])

@@ -11,6 +11,7 @@ from trainq.core.states import JobState
 from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
+from trainqd.outcomes import ended_by_time_limit
 from trainqd.retry import signal_name
 from trainqd.sampling import AttemptUse
 from trainqd.store import AttemptRow, EventRow, JobRow
@@ -130,6 +131,7 @@ def job_record(
         place=place if pending else None,
         held_by=job.held_by if pending else None,
         boost=job.boost,
+        timed_out=ended_by_time_limit(job),
         spec=visible_spec(job.spec, reveal),
     )
 

@@ -58,6 +58,7 @@ class FakeWatcher:
     launches: dict[int, Launch] = field(default_factory=dict)
     watched: dict[int, int] = field(default_factory=dict)  # job id -> attempt number
     stops: list[tuple[int, float, StopCause]] = field(default_factory=list)
+    deadlines: dict[int, float | None] = field(default_factory=dict)  # set_deadline's
     alive: set[int] = field(default_factory=set)  # pids `attach` finds again
     next_pid: int = 1000
     timed_out: anyio.Event = field(default_factory=anyio.Event)  # set once one timed out
@@ -97,6 +98,10 @@ class FakeWatcher:
     ) -> bool:
         self.stops.append((job_id, grace, reason))
         return True
+
+    def set_deadline(self, job_id: int, deadline: float | None) -> bool:
+        self.deadlines[job_id] = deadline
+        return job_id in self.watched
 
     async def _time_out(self, launch: Launch) -> None:
         assert launch.deadline is not None
