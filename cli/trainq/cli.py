@@ -48,6 +48,7 @@ from trainq.core.errors import TrainqError
 from trainq.core.paths import SOCKET_ENV, client_socket
 from trainq.core.states import JobState
 from trainq.specfile import (
+    parse_after,
     parse_channel,
     parse_env,
     parse_integer,
@@ -133,6 +134,7 @@ STATE = _typed(_state, "state")
 ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
 SWEEP = _typed(parse_sweep, "KEY=V1,V2")
+AFTER = _typed(parse_after, "dependency")
 GPU_INDICES = _typed(_gpu_indices, "GPU indices")
 
 
@@ -306,6 +308,15 @@ def submit(
             help="stop the job after this long: seconds, or 30m, 12h, 2d",
         ),
     ] = None,
+    after: Annotated[
+        list[str] | None,
+        _repeated(
+            "--after",
+            "JOB[:ok|:failed|:any]",
+            AFTER,
+            "start only once job JOB (or group:G) has succeeded, failed or ended (repeatable)",
+        ),
+    ] = None,
     stop_grace: Annotated[
         float | None,
         typer.Option(
@@ -344,7 +355,7 @@ def submit(
         job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait, json=json,
-        command_argv=list(command_argv or []), sweep=list(sweep or []),
+        command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
     )  # fmt: skip
 
 

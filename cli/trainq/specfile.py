@@ -58,6 +58,7 @@ class SubmitFlags(NamedTuple):
     engine: str | None = None
     working_dir: str | None = None
     command: Sequence[str] = ()
+    after: Sequence[str] = ()  # dependencies, as trainq.core.dependencies writes them
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -78,10 +79,18 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         engine=args.engine,
         working_dir=args.workdir,
         command=command,
+        after=getattr(args, "after", None) or (),
     )
 
 
 # --- parsing single flags (argparse types call these; ValueError carries the message) ---
+
+
+def parse_after(text: str) -> str:
+    """One `--after JOB[:ok|:failed|:any]` or `--after group:G[:...]`, as it is kept."""
+    from trainq.core.dependencies import parse  # noqa: PLC0415 (standard library only)
+
+    return str(parse(text))
 
 
 def parse_whole_number(text: str) -> int:
@@ -295,6 +304,10 @@ def build_spec(
     spec.update({key: value for key, value in scalars.items() if value is not None})
     if flags.command:
         spec["command"] = list(flags.command)
+
+    if flags.after:  # added to the file's, as --hp adds to its hyperparameters
+        before = spec.get("after")
+        spec["after"] = [*(before if isinstance(before, list) else []), *flags.after]
 
     if flags.hyperparameters:
         hps = _table(spec, "hyperparameters", "--hp")

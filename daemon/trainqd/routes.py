@@ -45,6 +45,7 @@ from trainqd.api.routing import (
 )
 from trainqd.authorization import Authorizer
 from trainqd.config import Config
+from trainqd.dependencies import check_named
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.group_commit import GroupCommit
@@ -193,6 +194,7 @@ class Api:
             raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
+        check_named([spec], self.store)
         with self._queue_room(owner, 1):
             (job,) = await self.commits.submit(NewJobs([spec], owner))
         self.control.submitted(job)
@@ -214,6 +216,7 @@ class Api:
             specs, firsts, texts = await anyio.to_thread.run_sync(parse)
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
+        check_named([specs[index] for index in firsts], self.store)
         with self._queue_room(owner, len(specs)):
             jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
         self.control.submitted_many(jobs)

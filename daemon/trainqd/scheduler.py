@@ -29,7 +29,7 @@ from trainq.core.errors import DiskFull
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.states import ACTIVE, JobState
 from trainq.core.wire import UserShare
-from trainqd import plan_inputs, planner, sampling
+from trainqd import dependencies, plan_inputs, planner, sampling
 from trainqd.authorization import Authorizer
 from trainqd.config import Config
 from trainqd.endings import AttemptEnds
@@ -152,6 +152,7 @@ class Scheduler:
         # Jobs being stopped a batch at a time (`stop_many`): planned for no start meanwhile.
         self._stopping_soon: set[int] = set()
         self._left = plan_inputs.NOTHING_LEFT  # what the last plan left; see `submitted`
+        self._dependency_waits: dict[int, WaitReason] = {}  # pending jobs waiting for others
         self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
         self._launch_retry_at: float | None = None  # a launch the full disk refused
         self.sampler = sampling.new_sampler(config, gpus)  # GPU use of running jobs
@@ -285,7 +286,9 @@ class Scheduler:
         if self.slurm is None:
             return None
         self.waiting = {}
-        handoff = self.slurm.tick(now, self.store.jobs([JobState.PENDING]), self.waiting)
+        ready = self._settle_dependencies(self.store.jobs([JobState.PENDING]), now)
+        handoff = self.slurm.tick(now, ready, self.waiting)
+        self.waiting.update(self._dependency_waits)
         due = [d for d in (handoff, self.unrecorded.next_due()) if d is not None]
         return _Handed(min(due) if due else None)
 
@@ -298,6 +301,7 @@ class Scheduler:
             for job in unfinished
             if job.state == JobState.PENDING and job.id not in self._stopping_soon
         ]
+        pending = self._settle_dependencies(pending, now)
         drains = self.store.drains()
         capacity = plan_inputs.capacity(
             self.devices,
@@ -340,7 +344,7 @@ class Scheduler:
             for job_id, why in self.waiting.items()
             if job_id not in planned_rows and self._still_pending(job_id)
         }
-        self.waiting = {**result.waiting, **queued_meanwhile}
+        self.waiting = {**result.waiting, **queued_meanwhile, **self._dependency_waits}
         self.policy.planned(dataclasses.replace(result, preemptions=preemptions), now)
         for start in starts:
             try:
@@ -356,6 +360,23 @@ class Scheduler:
             candidates.append(now + self.config.gpu_rescan_seconds)
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _settle_dependencies(self, pending: list[JobRow], now: float) -> list[JobRow]:
+        """The pending jobs whose dependencies are met (the only ones planned: a job that
+        waits for another is never the head and reserves nothing); the others' reasons are
+        kept for the plan's, and a job whose dependency can never be met ends STOPPED."""
+        if not any(job.spec.after for job in pending):
+            self._dependency_waits = {}
+            return pending
+        settled = dependencies.sort_pending(pending, self.store)
+        self._dependency_waits = settled.waiting
+        for job, why in settled.never:
+            reason = dependencies.NEVER_MET + why
+            if self.store.stop_pending([job.id], now, reason, stop_reason=reason):
+                log.info("dependency never met", job_id=job.id, why=why)
+        if settled.never:
+            self.notifier.notify()
+        return settled.ready
 
     def _still_pending(self, job_id: int) -> bool:
         job = self.store.unfinished(job_id)
@@ -380,7 +401,9 @@ class Scheduler:
         plan = False
         for job in jobs:
             gpus = job.spec.gpus
-            if gpus == 0 and free_slots <= 0:
+            if job.spec.after:  # whether it may be planned at all is the next round's to say
+                plan = True
+            elif gpus == 0 and free_slots <= 0:
                 self.waiting[job.id] = WaitReason(Wait.CPU_SLOT, limit=self.config.cpu_slots)
             elif gpus > 0 and free_gpus < gpus and self.policy.sorts_after(job, head):
                 self.waiting[job.id] = WaitReason(Wait.GPUS, gpus=gpus, free=free_gpus)

@@ -275,6 +275,9 @@ class SlurmBackend:
                 "stop_grace_seconds": float(grace),
                 "max_runtime_seconds": None if remaining is None else max(1, math.ceil(remaining)),
                 "priority": min(job.spec.priority, 0),
+                # Met before the hand-off (the scheduler holds a waiting job back), and its
+                # ids are trainq's, not Slurm's.
+                "after": [],
             }
         )
 

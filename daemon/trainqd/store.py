@@ -263,6 +263,18 @@ class Store:
         row = self._db.execute("SELECT 1 FROM jobs WHERE group_id=? LIMIT 1", (group,))
         return row.fetchone() is not None
 
+    def states_named(self, job_id: int, group: bool) -> list[str]:
+        """The states of job `job_id`, or of every job of group `job_id` (dependencies.py):
+        from memory while they have not ended; [] if there is none."""
+        if not group:
+            known = self._unfinished.get(job_id)
+            if known is not None:
+                return [str(known.state)]
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            return [] if row is None else [row[0]]
+        rows = self._db.execute("SELECT state FROM jobs WHERE group_id=?", (job_id,))
+        return [row[0] for row in rows]
+
     def unfinished_count(self, uid: int | None = None) -> int:
         """How many jobs have not ended: everyone's, or one user's (from memory)."""
         if uid is None:

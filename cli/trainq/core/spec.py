@@ -23,6 +23,9 @@ from pydantic import (
     model_validator,
 )
 
+from trainq.core.dependencies import MAX_DEPENDENCIES
+from trainq.core.dependencies import parse as parse_dependency
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -156,6 +159,14 @@ class JobSpec(_Strict):
     hyperparameters: dict[str, str] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     channels: dict[str, ChannelSpec] = Field(default_factory=dict)
+    # Jobs (or groups) that must end first, and how (trainq.core.dependencies): "12:ok".
+    after: Annotated[list[str], Field(max_length=MAX_DEPENDENCIES)] = Field(default_factory=list)
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: list[str]) -> list[str]:
+        written = [str(parse_dependency(text)) for text in value]
+        return list(dict.fromkeys(written))  # each once, in the order given
 
     @field_validator("name")
     @classmethod
