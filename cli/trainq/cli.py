@@ -308,6 +308,12 @@ def submit(
             help="stop the job after this long: seconds, or 30m, 12h, 2d",
         ),
     ] = None,
+    like: Annotated[
+        int | None,
+        typer.Option(
+            metavar="JOB", parser=JOB_ID, help="start from job JOB's spec; flags override it"
+        ),
+    ] = None,
     after: Annotated[
         list[str] | None,
         _repeated(
@@ -356,6 +362,7 @@ def submit(
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait, json=json,
         command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
+        like=like,
     )  # fmt: skip
 
 
@@ -404,6 +411,18 @@ def ls(
         ctx, "ls", socket=socket, all=all_jobs, user=user, state=state, wide=wide, json=json,
         group=group,
     )  # fmt: skip
+
+
+@app.command(short_help="run an ended job again, as a new job", context_settings=JOB_COMMAND)
+def requeue(
+    ctx: typer.Context,
+    job: AnyJob,
+    json: Annotated[bool, typer.Option("--json", help="print the new job's record")] = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Run an ended job of yours again with the same spec, as a new job (the old one's
+    record, logs and checkpoints stay as they are); prints the new job's id."""
+    return _parsed(ctx, "requeue", socket=socket, job=job, json=json)
 
 
 @app.command(short_help="everything about one job", context_settings=JOB_COMMAND)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from trainq import again
 from trainq.client import Client
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
@@ -70,7 +71,15 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/jobs: the spec file (if any) with the flags over it; prints the job id."""
     if ctx.cwd is None:
         raise InvalidRequest("the current directory no longer exists; cd to one that does")
-    file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
+    file_data: dict[str, Any] | None
+    if getattr(args, "like", None) is not None:
+        if args.file:
+            raise InvalidRequest("give either --like JOB or -f SPEC, not both")
+        from trainq.again import spec_of  # noqa: PLC0415 (only --like needs it)
+
+        file_data = spec_of(ctx.client(), args.like)
+    else:
+        file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
     flags = submit_flags(args, args.command_argv)
     spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
     if spec.get("command") is None and spec.get("image") is None:
@@ -249,5 +258,6 @@ COMMANDS: dict[str, Command] = {
     "users": users,
     "top": top,
     "export": export,
+    "requeue": again.requeue,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

@@ -31,6 +31,7 @@ from trainq.core.wire import (
 )
 from trainqd import gc_tuning
 from trainqd.admission import HostFacts, admit, check_queue_room
+from trainqd.again_routes import AgainRoutes
 from trainqd.api.limits import ServerLimits
 from trainqd.api.openapi import build_openapi
 from trainqd.api.routing import (
@@ -117,9 +118,11 @@ class Api:
     # Jobs each user has in submissions not yet committed (max_unfinished_jobs_per_user).
     _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
+    again: AgainRoutes = field(init=False, repr=False)  # requeue
 
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
+        self.again = AgainRoutes(self)
 
     def _reveal(self, uid: int, job: JobRow) -> bool:
         return self.authorizer.may_see_details(uid, job)
@@ -547,4 +550,5 @@ class Api:
             ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
             *self.sharing.routes(),
+            *self.again.routes(),
         ]
