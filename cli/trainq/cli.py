@@ -48,6 +48,8 @@ from trainq.core.errors import TrainqError
 from trainq.core.paths import SOCKET_ENV, client_socket
 from trainq.core.states import JobState
 from trainq.specfile import (
+    check_command,
+    check_mail_types,
     parse_after,
     parse_channel,
     parse_env,
@@ -135,6 +137,8 @@ ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
 SWEEP = _typed(parse_sweep, "KEY=V1,V2")
 AFTER = _typed(parse_after, "dependency")
+NOTIFY = _typed(check_command, "command")
+MAIL_TYPES = _typed(check_mail_types, "mail types")
 GPU_INDICES = _typed(_gpu_indices, "GPU indices")
 
 
@@ -308,6 +312,20 @@ def submit(
             help="stop the job after this long: seconds, or 30m, 12h, 2d",
         ),
     ] = None,
+    notify: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CMD",
+            parser=NOTIFY,
+            help="run this command of yours when the job ends (TRAINQ_JOB_* say how)",
+        ),
+    ] = None,
+    mail: Annotated[
+        str | None,
+        typer.Option(
+            metavar="END,FAIL", parser=MAIL_TYPES, help="mail you when the job ends, or fails"
+        ),
+    ] = None,
     like: Annotated[
         int | None,
         typer.Option(
@@ -362,7 +380,7 @@ def submit(
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait, json=json,
         command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
-        like=like,
+        like=like, notify=notify, mail=mail,
     )  # fmt: skip
 
 

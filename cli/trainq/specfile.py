@@ -59,6 +59,8 @@ class SubmitFlags(NamedTuple):
     working_dir: str | None = None
     command: Sequence[str] = ()
     after: Sequence[str] = ()  # dependencies, as trainq.core.dependencies writes them
+    notify: Sequence[str] = ()  # the command run when the job ends
+    mail: Sequence[str] = ()  # END, FAIL
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -80,10 +82,47 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         working_dir=args.workdir,
         command=command,
         after=getattr(args, "after", None) or (),
+        notify=parse_command(args.notify) if getattr(args, "notify", None) else (),
+        mail=parse_mail_types(args.mail) if getattr(args, "mail", None) else (),
     )
 
 
 # --- parsing single flags (argparse types call these; ValueError carries the message) ---
+
+
+def check_command(text: str) -> str:
+    """`--notify`'s value, checked where the command line is parsed; split later."""
+    parse_command(text)
+    return text
+
+
+def check_mail_types(text: str) -> str:
+    parse_mail_types(text)
+    return text
+
+
+def parse_command(text: str) -> list[str]:
+    """`--notify "CMD ARGS"`: split as a shell would split words (nothing is expanded)."""
+    import shlex  # noqa: PLC0415
+
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"cannot split {text!r} into words: {exc}") from None
+    if not words:
+        raise ValueError("expected a command, got nothing")
+    return words
+
+
+def parse_mail_types(text: str) -> list[str]:
+    """`--mail END,FAIL` (ALL: both)."""
+    kinds = [word.strip().upper() for word in text.split(",")]
+    if kinds == ["ALL"]:
+        return ["END", "FAIL"]
+    for kind in kinds:
+        if kind not in ("END", "FAIL"):
+            raise ValueError(f"expected END, FAIL or ALL, got {text!r}")
+    return list(dict.fromkeys(kinds))
 
 
 def parse_after(text: str) -> str:
@@ -305,6 +344,10 @@ def build_spec(
     if flags.command:
         spec["command"] = list(flags.command)
 
+    if flags.notify:
+        spec["notify"] = list(flags.notify)
+    if flags.mail:
+        spec["mail"] = list(flags.mail)
     if flags.after:  # added to the file's, as --hp adds to its hyperparameters
         before = spec.get("after")
         spec["after"] = [*(before if isinstance(before, list) else []), *flags.after]

@@ -31,6 +31,7 @@ class HostFacts:
     # The administrator's classes (config.job_classes) and the one a job naming none gets.
     classes: Mapping[str, JobClass] = field(default_factory=lambda: {DEFAULT_CLASS: JobClass()})
     default_class: str = DEFAULT_CLASS
+    mail: bool = False  # an administrator set a mail_command (`--mail`)
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -64,6 +65,10 @@ async def admit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer
     owner = authorizer.owner_for_submit(uid)
     check_gpus(spec, host)
     check_class(spec, uid, host, authorizer)
+    if spec.mail and not host.mail:
+        raise InvalidSpec(
+            "mail: this trainqd sends no mail (its administrator set no mail_command)"
+        )
     if spec.image is not None:
         find_engine(spec.engine, host.default_engine)
         check_image(spec.image, host.allowed_images)

@@ -44,6 +44,7 @@ from trainqd.gpus.fake import FakeGpuBackend
 from trainqd.gpus.fake_nodes import NodeError
 from trainqd.jobdir import JobDirs
 from trainqd.metrics import Metrics
+from trainqd.notifications import Notifications
 from trainqd.routes import Api
 from trainqd.scheduler import Scheduler
 from trainqd.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
@@ -208,6 +209,8 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
         async with anyio.create_task_group() as tg:
             await tg.start(scheduler.run)
             tg.start_soon(api.metrics.run)
+            told = Notifications(scheduler.store, scheduler.notifier, config)
+            tg.start_soon(told.run)
             removal = api.sharing.removal
             tg.start_soon(retention.purge, scheduler.store, removal, config.retention_days)
             probe = api.metrics

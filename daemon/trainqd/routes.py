@@ -159,6 +159,7 @@ class Api:
             allowed_images=tuple(self.config.allowed_images),
             classes=self.config.job_classes,
             default_class=self.config.default_class,
+            mail=self.config.mail_command is not None,
         )
 
     # -- handlers ------------------------------------------------------------------------

@@ -162,6 +162,19 @@ class JobSpec(_Strict):
     # Jobs (or groups) that must end first, and how (trainq.core.dependencies): "12:ok".
     after: Annotated[list[str], Field(max_length=MAX_DEPENDENCIES)] = Field(default_factory=list)
 
+    # Run as the job's owner when the job ends (its id, name, state, exit status and reason in
+    # TRAINQ_JOB_* variables); `mail`: the admin's mail command tells the owner (END: any
+    # end, FAIL: a FAILED one).
+    notify: Annotated[list[str], Field(min_length=1, max_length=256)] | None = None
+    mail: Annotated[list[Literal["END", "FAIL"]], Field(max_length=2)] = Field(default_factory=list)
+
+    @field_validator("notify")
+    @classmethod
+    def _notify(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value[0] or any("\0" in arg for arg in value)):
+            raise ValueError("notify is a command: a program, then its arguments, without NUL")
+        return value
+
     @field_validator("after")
     @classmethod
     def _after(cls, value: list[str]) -> list[str]:
