@@ -312,6 +312,19 @@ def submit(
             help="stop the job after this long: seconds, or 30m, 12h, 2d",
         ),
     ] = None,
+    source_dir: Annotated[
+        str | None,
+        typer.Option(metavar="DIR", help="the trainer's code, copied into the job at submit"),
+    ] = None,
+    snapshot: Annotated[
+        bool | None,
+        typer.Option(
+            "--snapshot/--no-snapshot",
+            help="copy the source (--source-dir, sagemaker_submit_directory) at submit "
+            "[default: on when there is one]",
+            show_default=False,
+        ),
+    ] = None,
     notify: Annotated[
         str | None,
         typer.Option(
@@ -380,7 +393,7 @@ def submit(
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait, json=json,
         command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
-        like=like, notify=notify, mail=mail,
+        like=like, notify=notify, mail=mail, source_dir=source_dir, snapshot=snapshot,
     )  # fmt: skip
 
 

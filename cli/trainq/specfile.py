@@ -61,6 +61,8 @@ class SubmitFlags(NamedTuple):
     after: Sequence[str] = ()  # dependencies, as trainq.core.dependencies writes them
     notify: Sequence[str] = ()  # the command run when the job ends
     mail: Sequence[str] = ()  # END, FAIL
+    source_dir: str | None = None
+    snapshot: bool | None = None  # --snapshot / --no-snapshot
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -84,6 +86,8 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         after=getattr(args, "after", None) or (),
         notify=parse_command(args.notify) if getattr(args, "notify", None) else (),
         mail=parse_mail_types(args.mail) if getattr(args, "mail", None) else (),
+        source_dir=getattr(args, "source_dir", None),
+        snapshot=getattr(args, "snapshot", None),
     )
 
 
@@ -339,6 +343,8 @@ def build_spec(
         "image": flags.image,
         "engine": flags.engine,
         "working_dir": flags.working_dir,
+        "source_dir": flags.source_dir,
+        "snapshot": flags.snapshot,
     }
     spec.update({key: value for key, value in scalars.items() if value is not None})
     if flags.command:
@@ -380,6 +386,8 @@ def build_spec(
         _resolve_channels(channels, cwd, environ)
         spec["channels"] = channels
 
+    if isinstance(spec.get("source_dir"), str):
+        spec["source_dir"] = resolve_path(spec["source_dir"], cwd, environ)
     if spec.get("image") is None:
         if isinstance(spec.get("working_dir"), str):
             spec["working_dir"] = resolve_path(spec["working_dir"], cwd, environ)

@@ -20,7 +20,6 @@ from trainq.core.wire import JobRecord
 from trainqd.admission import admit
 from trainqd.api.routing import Request, Response, Route
 from trainqd.dependencies import check_named
-from trainqd.store import NewJobs
 
 if TYPE_CHECKING:
     from trainqd.routes import Api
@@ -45,8 +44,7 @@ class AgainRoutes:
         # Admitted again as a new submission: the classes, images and paths of today.
         owner = await admit(old.spec, uid, api.host(), api.authorizer)
         check_named([old.spec], api.store)
-        with api._queue_room(owner, 1):
-            (job,) = await api.commits.submit(NewJobs([old.spec], owner))
+        job = await api.submit_one(old.spec, owner)
         api.control.submitted(job)
         log.info("requeued", job_id=old.id, new_job_id=job.id, user=owner.user)
         return Response(201, api._record(job.id, uid))

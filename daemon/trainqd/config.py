@@ -134,6 +134,9 @@ class Config(BaseModel):
     # most `notify_timeout_seconds` (then killed), its output discarded.
     mail_command: Annotated[list[str], Field(min_length=1)] | None = None
     notify_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # -- a trainer's source copied at submit (daemon/trainqd/snapshots.py) --
+    snapshot_max_bytes: Annotated[int, Field(ge=0)] = 100 * 1024 * 1024
+    snapshot_max_files: Annotated[int, Field(ge=0)] = 10_000
     # Ended jobs older than this many days are removed, directory and rows, as `trainq rm`
     # removes one (daemon/trainqd/retention.py); 0 keeps them forever.
     retention_days: Annotated[float, Field(ge=0, le=36500)] = 0.0

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from trainq.core import __version__
-from trainq.core.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge
+from trainq.core.errors import Forbidden, InvalidRequest, InvalidSpec, NotFound, PayloadTooLarge
 from trainq.core.spec import JobSpec
 from trainq.core.states import UNFINISHED, JobState
 from trainq.core.wire import (
@@ -50,6 +50,7 @@ from trainqd.dependencies import check_named
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.group_commit import GroupCommit
+from trainqd.identity import account
 from trainqd.jobdir import JobDirs
 from trainqd.leftovers import job_of_process
 from trainqd.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -59,6 +60,7 @@ from trainqd.rows import HOST
 from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
 from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
+from trainqd.snapshots import Snapshots
 from trainqd.store import JobOwner, JobRow, NewJobs, Store
 from trainqd.streams import check_logs, event_lines, log_chunks
 from trainqd.submissions import (
@@ -119,10 +121,12 @@ class Api:
     _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
     again: AgainRoutes = field(init=False, repr=False)  # requeue
+    snapshots: Snapshots = field(init=False, repr=False)  # sources copied at submit
 
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
         self.again = AgainRoutes(self)
+        self.snapshots = Snapshots(self.dirs, self.config)
 
     def _reveal(self, uid: int, job: JobRow) -> bool:
         return self.authorizer.may_see_details(uid, job)
@@ -199,10 +203,23 @@ class Api:
         spec = request.model(JobSpec)
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
         check_named([spec], self.store)
-        with self._queue_room(owner, 1):
-            (job,) = await self.commits.submit(NewJobs([spec], owner))
+        job = await self.submit_one(spec, owner)
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
+
+    async def submit_one(self, spec: JobSpec, owner: JobOwner) -> JobRow:
+        """Commit one admitted spec, its source copied first where it has a snapshot."""
+        staging = await self.snapshots.take(spec, account(owner.uid))
+        try:
+            with self._queue_room(owner, 1):
+                (job,) = await self.commits.submit(NewJobs([spec], owner))
+        except BaseException:
+            if staging is not None:
+                self.snapshots.discard(staging)
+            raise
+        if staging is not None:
+            self.snapshots.place(staging, job.id)
+        return job
 
     async def submit_list(self, request: Request) -> Response:
         """A list of specs: all parsed and admitted first, then queued in one transaction
@@ -221,6 +238,8 @@ class Api:
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
         check_named([specs[index] for index in firsts], self.store)
+        if any(spec.snapshot for spec in specs):
+            raise InvalidSpec("snapshot: a sweep's jobs run their source as it is when each starts")
         with self._queue_room(owner, len(specs)):
             jobs = await self.commits.submit(NewJobs(specs, owner, grouped=True, spec_json=texts))
         self.control.submitted_many(jobs)

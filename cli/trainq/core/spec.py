@@ -168,6 +168,19 @@ class JobSpec(_Strict):
     notify: Annotated[list[str], Field(min_length=1, max_length=256)] | None = None
     mail: Annotated[list[Literal["END", "FAIL"]], Field(max_length=2)] = Field(default_factory=list)
 
+    # The trainer's source directory, copied into the job at submit (`snapshot`, on by
+    # default when there is a source: this, or the sagemaker_submit_directory hyperparameter)
+    # so that what runs is what was submitted; False runs the directory as it is at start.
+    source_dir: str | None = None
+    snapshot: bool | None = None
+
+    @field_validator("source_dir")
+    @classmethod
+    def _source_dir(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\0" in value):
+            raise ValueError(f"source_dir {value!r} must be an absolute path")
+        return value
+
     @field_validator("notify")
     @classmethod
     def _notify(cls, value: list[str] | None) -> list[str] | None:
