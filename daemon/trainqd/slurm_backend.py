@@ -70,6 +70,7 @@ from trainqd.monitor.records import (
     atomic_write_json,
     read_json,
 )
+from trainqd.snapshots import as_run
 from trainqd.store import DISK_FULL_MESSAGE, JobRow, Store
 from trainqd.watcher import OnEnd, StopCause, WatchedMonitor, read_exit_record
 
@@ -270,7 +271,8 @@ class SlurmBackend:
         order alone: one above 0 would take a Slurm administrator (export refuses it)."""
         remaining = remaining_runtime(job)
         grace = stop_grace(job, self._config.default_stop_grace_seconds)
-        return job.spec.model_copy(
+        # Its snapshot, where it has one, in the job directory the nodes share.
+        return as_run(job, self._dirs).spec.model_copy(
             update={
                 "stop_grace_seconds": float(grace),
                 "max_runtime_seconds": None if remaining is None else max(1, math.ceil(remaining)),

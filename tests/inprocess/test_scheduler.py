@@ -486,3 +486,36 @@ async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Pat
         assert world.scheduler.waiting[head].kind == Wait.GPUS
         assert len(world.watcher.stops) == 1
         assert world.scheduler.policy.claims == {}
+
+
+async def test_a_running_jobs_new_time_limit_reaches_its_monitor_and_the_planner(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as world:
+        job = world.submit(max_runtime_seconds=3600)
+        world.plan()
+        launch = world.watcher.launches[job]
+        assert launch.deadline is not None
+        await world.call("PATCH", "/v1/jobs/{id}", {"max_runtime_seconds": 7200}, id=str(job))
+        started = world.store.attempt(job, 1)
+        assert started is not None
+        assert world.watcher.deadlines[job] == started.started_at + 7200
+        assert world.scheduler.deadlines[job] == started.started_at + 7200
+        assert world.store.get(job).spec.max_runtime_seconds == 7200
+        # Lifted (an admin's null): no deadline for either.
+        await world.call("PATCH", "/v1/jobs/{id}", {"max_runtime_seconds": None}, id=str(job))
+        assert world.watcher.deadlines[job] is None
+        assert job not in world.scheduler.deadlines
+
+
+async def test_a_job_waiting_for_another_is_planned_once_it_succeeded(tmp_path: Path) -> None:
+    async with running(tmp_path) as world:
+        first = world.submit(gpus=1)
+        second = world.submit(gpus=1, after=[str(first)])
+        world.plan()
+        assert world.state(second) == JobState.PENDING
+        assert str(world.scheduler.waiting[second].kind) == "dependency"
+        assert second not in world.watcher.launches
+        await world.watcher.end(first, Outcome.EXITED, exit_code=0)
+        world.plan()
+        assert world.state(second) == JobState.RUNNING
