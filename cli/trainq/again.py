@@ -27,6 +27,8 @@ def spec_of(client: Client, job_id: int) -> dict[str, Any]:
     if isinstance(env, dict) and env.get("PATH") == HIDDEN:
         # The submitter's PATH, which `submit` adds: the copy gets the caller's, as it would.
         spec["environment"] = {k: v for k, v in env.items() if k != "PATH"}
+    if spec.get("notify") == [HIDDEN]:  # another user's command: not the caller's to run
+        spec.pop("notify")
     for field in ("environment", "hyperparameters"):
         hidden = sorted(k for k, v in (spec.get(field) or {}).items() if v == HIDDEN)
         if hidden:

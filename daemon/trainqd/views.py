@@ -73,12 +73,14 @@ def visible_spec(spec: JobSpec, reveal: bool) -> JobSpec:
     """The spec as a caller may see it: environment and hyperparameter values (API tokens
     travel in both) only for the job's owner and admins; the names stay, so everyone sees
     what the job relies on."""
-    if reveal or not (spec.environment or spec.hyperparameters):
+    if reveal or not (spec.environment or spec.hyperparameters or spec.notify):
         return spec
     return spec.model_copy(
         update={
             "environment": dict.fromkeys(spec.environment, HIDDEN),
             "hyperparameters": dict.fromkeys(spec.hyperparameters, HIDDEN),
+            # A notify command often carries a webhook's token in its arguments.
+            "notify": None if spec.notify is None else [HIDDEN],
         }
     )
 

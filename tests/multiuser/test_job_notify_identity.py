@@ -3,6 +3,7 @@ users, the command's identity and what it can reach are the owner's alone."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -45,3 +46,28 @@ def test_notify_runs_as_the_owner_and_reaches_only_what_she_may(
     assert said.stat().st_uid == alice.uid
     assert not (root_only / "planted").exists()
     assert trainq_as(workstation, alice, "health").returncode == 0
+
+
+def test_another_user_sees_no_more_of_a_notify_command_than_that_there_is_one(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path
+) -> None:
+    alice, bob = accounts.alice, accounts.bob
+    hook = "curl -s https://hooks.example/T0KEN-alice-webhook"
+    done = trainq_as(
+        workstation, alice, "submit", "--notify", hook, "--", "sleep", "60", cwd=shared_dir
+    )
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    for args in (("show", "--json", job), ("ls", "--json")):
+        seen = trainq_as(workstation, bob, *args)
+        assert seen.returncode == 0
+        assert "T0KEN" not in seen.stdout
+    shown = json.loads(trainq_as(workstation, bob, "show", "--json", job).stdout)
+    assert shown["spec"]["notify"] == ["<hidden>"]
+    mine = json.loads(trainq_as(workstation, alice, "show", "--json", job).stdout)
+    assert mine["spec"]["notify"] == ["curl", "-s", "https://hooks.example/T0KEN-alice-webhook"]
+    # Copied by Bob, the job is his without Alice's command.
+    copied = trainq_as(workstation, bob, "submit", "--like", job, "--", "true", cwd=shared_dir)
+    assert copied.returncode == 0, copied.stderr
+    assert workstation.job(int(copied.stdout))["spec"]["notify"] is None
+    workstation.cli("stop", "--grace", "0", job)
