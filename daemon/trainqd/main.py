@@ -207,9 +207,11 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
     router = Router(api.metrics.timed(api.routes()))
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as tg:
+            # Before the scheduler takes over: jobs that ended while trainqd was down, recorded
+            # then, are announced too.
+            told = Notifications(scheduler.store, scheduler.notifier, config)
             await tg.start(scheduler.run)
             tg.start_soon(api.metrics.run)
-            told = Notifications(scheduler.store, scheduler.notifier, config)
             tg.start_soon(told.run)
             removal = api.sharing.removal
             tg.start_soon(retention.purge, scheduler.store, removal, config.retention_days)

@@ -19,6 +19,11 @@ RECORD_ENV = (
 )
 
 
+WAIT_FOR_RELEASE = (
+    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.02)"
+)
+
+
 def submit(daemon: Daemon, *args: str) -> int:
     done = daemon.cli("submit", *args)
     assert done.returncode == 0, done.stderr
@@ -121,3 +126,24 @@ def test_mail_goes_through_the_admins_command_for_the_chosen_ends(tmp_path: Path
             ExitCode.USAGE,
             "trainq: mail: this trainqd sends no mail (its administrator set no mail_command)\n",
         )
+
+
+def test_a_job_that_ended_while_trainqd_was_down_is_announced(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    told, release = tmp_path / "told.json", tmp_path / "release"
+    job = daemon.submit(
+        {
+            "command": [sys.executable, "-c", WAIT_FOR_RELEASE, str(release)],
+            "notify": [sys.executable, "-c", RECORD_ENV, str(told)],
+        }
+    )["id"]
+    daemon.wait_state(job, "RUNNING")
+    daemon.stop()
+    release.touch()
+    exit_record = daemon.state_dir / "jobs" / str(job) / "attempts" / "1" / "exit.json"
+    wait_for(exit_record.exists, what="the job to end while trainqd is down")
+    daemon.start()
+    assert daemon.wait_state(job)["state"] == "COMPLETED"
+    wait_for(lambda: told.exists() and told.stat().st_size > 0, what="the notify command")
+    assert read_json(told)["TRAINQ_JOB_STATE"] == "COMPLETED"
