@@ -49,6 +49,9 @@ from trainq.core.paths import SOCKET_ENV, client_socket
 from trainq.core.states import JobState
 from trainq.logs import parse_since
 from trainq.specfile import (
+    check_command,
+    check_mail_types,
+    parse_after,
     parse_channel,
     parse_env,
     parse_integer,
@@ -135,6 +138,9 @@ ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
 SWEEP = _typed(parse_sweep, "KEY=V1,V2")
 SINCE = _typed(parse_since, "time")
+AFTER = _typed(parse_after, "dependency")
+NOTIFY = _typed(check_command, "command")
+MAIL_TYPES = _typed(check_mail_types, "mail types")
 GPU_INDICES = _typed(_gpu_indices, "GPU indices")
 
 
@@ -350,6 +356,48 @@ def submit(
             help="stop the job after this long: seconds, or 30m, 12h, 2d",
         ),
     ] = None,
+    source_dir: Annotated[
+        str | None,
+        typer.Option(metavar="DIR", help="the trainer's code, copied into the job at submit"),
+    ] = None,
+    snapshot: Annotated[
+        bool | None,
+        typer.Option(
+            "--snapshot/--no-snapshot",
+            help="copy the source (--source-dir, sagemaker_submit_directory) at submit "
+            "[default: on when there is one]",
+            show_default=False,
+        ),
+    ] = None,
+    notify: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CMD",
+            parser=NOTIFY,
+            help="run this command of yours when the job ends (TRAINQ_JOB_* say how)",
+        ),
+    ] = None,
+    mail: Annotated[
+        str | None,
+        typer.Option(
+            metavar="END,FAIL", parser=MAIL_TYPES, help="mail you when the job ends, or fails"
+        ),
+    ] = None,
+    like: Annotated[
+        int | None,
+        typer.Option(
+            metavar="JOB", parser=JOB_ID, help="start from job JOB's spec; flags override it"
+        ),
+    ] = None,
+    after: Annotated[
+        list[str] | None,
+        _repeated(
+            "--after",
+            "JOB[:ok|:failed|:any]",
+            AFTER,
+            "start only once job JOB (or group:G) has succeeded, failed or ended (repeatable)",
+        ),
+    ] = None,
     stop_grace: Annotated[
         float | None,
         typer.Option(
@@ -376,7 +424,8 @@ def submit(
     wait: Annotated[
         bool,
         typer.Option(
-            "--wait", help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED"
+            "--wait",
+            help="wait for the job to end; exit 0 COMPLETED, 1 FAILED, 3 STOPPED, 9 TIMEOUT",
         ),
     ] = False,
     follow: Annotated[
@@ -401,7 +450,8 @@ def submit(
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait or follow, follow=follow, json=json,
         token=token,
-        command_argv=list(command_argv or []), sweep=list(sweep or []),
+        command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
+        like=like, notify=notify, mail=mail, source_dir=source_dir, snapshot=snapshot,
     )  # fmt: skip
 
 
@@ -458,6 +508,18 @@ def ls(
         ctx, "ls", socket=socket, all=all_jobs, user=user, state=state, wide=wide, json=json,
         group=group,
     )  # fmt: skip
+
+
+@app.command(short_help="run an ended job again, as a new job", context_settings=JOB_COMMAND)
+def requeue(
+    ctx: typer.Context,
+    job: AnyJob,
+    json: Annotated[bool, typer.Option("--json", help="print the new job's record")] = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Run an ended job of yours again with the same spec, as a new job (the old one's
+    record, logs and checkpoints stay as they are); prints the new job's id."""
+    return _parsed(ctx, "requeue", socket=socket, job=job, json=json)
 
 
 @app.command(short_help="everything about one job", context_settings=JOB_COMMAND)
@@ -531,7 +593,8 @@ def wait(
     group: GroupOption = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED. With
+    """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED, 9 if its
+    time limit stopped it (TIMEOUT). With
     --group, for every job of the group: exit 0 only if all of them COMPLETED."""
     _job_or_group(ctx, job, group)
     return _parsed(ctx, "wait", socket=socket, job=job, group=group)
@@ -630,7 +693,9 @@ def release(
     )  # fmt: skip
 
 
-@app.command(short_help="change a pending job", context_settings=JOB_COMMAND)
+@app.command(
+    short_help="change a pending job, or a running one's time limit", context_settings=JOB_COMMAND
+)
 def update(
     ctx: typer.Context,
     job: UnfinishedJob,
@@ -655,7 +720,8 @@ def update(
     ] = None,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Change a job that has not started: the same rules as at submit."""
+    """Change a job that has not started: the same rules as at submit. Of a running job,
+    only --max-runtime: within its class's maximum (admins: beyond it)."""
     return _parsed(
         ctx, "update", socket=socket, job=job, priority=priority, gpus=gpus,
         max_runtime=max_runtime, job_class=job_class, boost=boost,

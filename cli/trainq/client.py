@@ -561,13 +561,28 @@ class Client:
 
     def update(self, job_id: int, **changes: Any) -> JobRecord:
         """Change a pending job: `priority`, `gpus`, `max_runtime_seconds`, `class`
-        (pass it as `job_class`) or, for admins, `boost`; the rules of a submission apply."""
+        (pass it as `job_class`) or, for admins, `boost`; the rules of a submission apply.
+        Of a running job, `max_runtime_seconds` alone (its monitor gets the new deadline)."""
         from trainq.core.wire import JobRecord  # noqa: PLC0415
 
         if "job_class" in changes:
             changes["class"] = changes.pop("job_class")
         _, record = self.request("PATCH", f"/v1/jobs/{int(job_id)}", json=changes)
         return JobRecord.model_validate(record)
+
+    def requeue(self, job_id: int) -> JobRecord:
+        """Run an ended job of yours again with the same spec, as a new job; its record."""
+        from trainq.core.wire import JobRecord  # noqa: PLC0415
+
+        _, record = self.request("POST", f"/v1/jobs/{int(job_id)}/requeue")
+        return JobRecord.model_validate(record)
+
+    def submit_like(self, job_id: int, /, **fields: Any) -> JobRecord:
+        """Submit a new job from job `job_id`'s spec with `fields` over it (`trainq submit
+        --like`); InvalidSpec if values of that spec are hidden from you."""
+        from trainq.again import spec_of  # noqa: PLC0415
+
+        return self.submit(spec_of(self, int(job_id)), **fields)
 
     def remove(self, job_id: int) -> int:
         """Delete an ended job's directory, logs and records; the files and directories

@@ -21,13 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from trainq import again
 from trainq.client import Client
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
 from trainq.humanize import JsonText, health_line, pretty_json
 from trainq.inert import inert, inert_drawn
 from trainq.specfile import build_spec, load_spec_file, submit_flags
-from trainq.waiting import exit_status_of, report_end, wait_until_ended
+from trainq.waiting import job_exit_status, report_end, wait_until_ended
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,15 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/jobs: the spec file (if any) with the flags over it; prints the job id."""
     if ctx.cwd is None:
         raise InvalidRequest("the current directory no longer exists; cd to one that does")
-    file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
+    file_data: dict[str, Any] | None
+    if getattr(args, "like", None) is not None:
+        if args.file:
+            raise InvalidRequest("give either --like JOB or -f SPEC, not both")
+        from trainq.again import spec_of  # noqa: PLC0415 (only --like needs it)
+
+        file_data = spec_of(ctx.client(), args.like)
+    else:
+        file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
     flags = submit_flags(args, args.command_argv)
     spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
     if spec.get("command") is None and spec.get("image") is None:
@@ -119,7 +128,7 @@ def wait(ctx: Context, args: argparse.Namespace) -> int:
     _, job = client.request("GET", _job_path(args.job))
     if job.get("state") in TERMINAL:
         report_end(ctx, job)
-        return exit_status_of(job.get("state"))
+        return job_exit_status(job)
     return wait_until_ended(ctx, client, args.job, state=job.get("state"))
 
 
@@ -274,5 +283,6 @@ COMMANDS: dict[str, Command] = {
     "users": users,
     "top": top,
     "export": export,
+    "requeue": again.requeue,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

@@ -25,6 +25,7 @@ from trainq.specfile import (
     SubmitFlags,
     build_spec,
     load_spec_file,
+    parse_after,
     parse_channel,
     parse_env,
     parse_integer,
@@ -88,6 +89,11 @@ def job_spec(ctx: Context, request: ExportRequest) -> JobSpec:
                     f"{field}: the values of {', '.join(hidden)} are hidden from you "
                     f"(job {request.job} is not yours)"
                 )
+        if data.get("after"):
+            raise InvalidSpec(
+                f"after: job {request.job} waits for trainq jobs, whose ids mean nothing "
+                "elsewhere; export its spec with -f and --after with the target's job ids"
+            )
         if any(value not in (None, (), []) for value in request.flags):
             data = build_spec(data, request.flags, _cwd(ctx), ctx.environ)  # flags over it
         return _parsed(data)
@@ -118,6 +124,10 @@ def _parsed(data: dict[str, Any]) -> JobSpec:
 
 def artifact(spec: JobSpec, request: ExportRequest) -> str:
     """The target's artifact as text (Unsupported for what it cannot express)."""
+    if spec.after and request.target != "slurm":
+        from trainq.core.export.common import Unsupported  # noqa: PLC0415
+
+        raise Unsupported(request.target, "after", "it has no dependencies between jobs")
     if request.target == "slurm":
         from trainq.core.export import slurm  # noqa: PLC0415 (one target per run)
 
@@ -242,6 +252,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
         metavar="K=V",
     )  # fmt: skip
     p.add_argument("--max-runtime", type=_typed(parse_whole_seconds, "duration"), metavar="S")
+    p.add_argument(
+        "--after",
+        type=_typed(parse_after, "dependency"),
+        action="append",
+        default=[],
+        metavar="ID[:ok|:failed|:any]",
+        help="slurm: start after this Slurm job (--dependency; repeatable)",
+    )
     p.add_argument("--stop-grace", type=_typed(parse_seconds, "duration"), metavar="S")
     p.add_argument("--max-retries", type=_typed(parse_whole_number, "count"), metavar="N")
     p.add_argument("--image")

@@ -178,10 +178,16 @@ def exit_cell(attempt: Mapping[str, Any]) -> str:
     return "-" if code is None else str(code)
 
 
+def shown_state(job: Mapping[str, Any]) -> str:
+    """The state as trainq prints it: a job its time limit stopped is TIMEOUT."""
+    state = str(job.get("state", "?"))
+    return "TIMEOUT" if state == "STOPPED" and job.get("timed_out") is True else state
+
+
 def end_summary(job: Mapping[str, Any]) -> str:
     """`job 12 FAILED: ValueError: bad shape`: what `wait` says when a job has ended."""
     reason = job_reason(job)
-    line = f"job {job.get('id')} {job.get('state')}"
+    line = f"job {job.get('id')} {shown_state(job)}"
     return f"{line}: {shorten(reason, 200)}" if reason else line
 
 

@@ -41,6 +41,7 @@ from trainq.humanize import (
     one_line,
     parse_time,
     shorten,
+    shown_state,
 )
 from trainq.inert import Drawn, inert_data
 
@@ -59,6 +60,7 @@ STATE_STYLES = {
     "COMPLETED": "bold green",
     "FAILED": "bold red",
     "STOPPED": "yellow",
+    "TIMEOUT": "yellow",
 }
 
 
@@ -204,7 +206,7 @@ def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: b
         row = [
             str(job.get("id", "?")),
             str(job.get("name", "")),
-            str(job.get("state", "?")),
+            shown_state(job),
             str(owner.get("user", "?")) if isinstance(owner, dict) else "?",
             gpus_cell(job),
             str(job.get("priority", 0)),
@@ -438,8 +440,13 @@ def job_detail(job: Mapping[str, Any], opts: RenderOptions, all_fields: bool = T
     def heading(text: str) -> Text:
         return Text(text, style="bold underline" if opts.color else "")
 
-    fields = _ordered(job, _DETAIL_ORDER, skip=("id", "name", "spec", "attempts"))
-    rows = [(key, _field_value(key, job[key], opts)) for key in fields]
+    # A time limit's end is in the state shown (TIMEOUT), not a field of its own.
+    skip = ("id", "name", "spec", "attempts", "timed_out")
+    fields = _ordered(job, _DETAIL_ORDER, skip=skip)
+    rows = [
+        (key, shown_state(job) if key == "state" else _field_value(key, job[key], opts))
+        for key in fields
+    ]
     if parse_time(job.get("started_at")) is not None:
         rows.insert(1 if fields[:1] == ["state"] else 0, ("ran for", job_runtime(job, opts.now)))
     spec = job.get("spec")

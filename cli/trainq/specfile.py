@@ -58,6 +58,11 @@ class SubmitFlags(NamedTuple):
     engine: str | None = None
     working_dir: str | None = None
     command: Sequence[str] = ()
+    after: Sequence[str] = ()  # dependencies, as trainq.core.dependencies writes them
+    notify: Sequence[str] = ()  # the command run when the job ends
+    mail: Sequence[str] = ()  # END, FAIL
+    source_dir: str | None = None
+    snapshot: bool | None = None  # --snapshot / --no-snapshot
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -78,10 +83,57 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         engine=args.engine,
         working_dir=args.workdir,
         command=command,
+        after=getattr(args, "after", None) or (),
+        notify=parse_command(args.notify) if getattr(args, "notify", None) else (),
+        mail=parse_mail_types(args.mail) if getattr(args, "mail", None) else (),
+        source_dir=getattr(args, "source_dir", None),
+        snapshot=getattr(args, "snapshot", None),
     )
 
 
 # --- parsing single flags (argparse types call these; ValueError carries the message) ---
+
+
+def check_command(text: str) -> str:
+    """`--notify`'s value, checked where the command line is parsed; split later."""
+    parse_command(text)
+    return text
+
+
+def check_mail_types(text: str) -> str:
+    parse_mail_types(text)
+    return text
+
+
+def parse_command(text: str) -> list[str]:
+    """`--notify "CMD ARGS"`: split as a shell would split words (nothing is expanded)."""
+    import shlex  # noqa: PLC0415
+
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"cannot split {text!r} into words: {exc}") from None
+    if not words:
+        raise ValueError("expected a command, got nothing")
+    return words
+
+
+def parse_mail_types(text: str) -> list[str]:
+    """`--mail END,FAIL` (ALL: both)."""
+    kinds = [word.strip().upper() for word in text.split(",")]
+    if kinds == ["ALL"]:
+        return ["END", "FAIL"]
+    for kind in kinds:
+        if kind not in ("END", "FAIL"):
+            raise ValueError(f"expected END, FAIL or ALL, got {text!r}")
+    return list(dict.fromkeys(kinds))
+
+
+def parse_after(text: str) -> str:
+    """One `--after JOB[:ok|:failed|:any]` or `--after group:G[:...]`, as it is kept."""
+    from trainq.core.dependencies import parse  # noqa: PLC0415 (standard library only)
+
+    return str(parse(text))
 
 
 def parse_whole_number(text: str) -> int:
@@ -295,6 +347,8 @@ def build_spec(
         "image": flags.image,
         "engine": flags.engine,
         "working_dir": flags.working_dir,
+        "source_dir": flags.source_dir,
+        "snapshot": flags.snapshot,
     }
     spec.update({key: value for key, value in scalars.items() if value is not None})
     # The flags' runtime replaces the file's, as every flag overrides the file: --image over
@@ -306,6 +360,14 @@ def build_spec(
         if flags.image is None:
             for key in CONTAINER_ONLY_KEYS:
                 spec.pop(key, None)
+
+    if flags.notify:
+        spec["notify"] = list(flags.notify)
+    if flags.mail:
+        spec["mail"] = list(flags.mail)
+    if flags.after:  # added to the file's, as --hp adds to its hyperparameters
+        before = spec.get("after")
+        spec["after"] = [*(before if isinstance(before, list) else []), *flags.after]
 
     if flags.hyperparameters:
         hps = _table(spec, "hyperparameters", "--hp")
@@ -335,6 +397,8 @@ def build_spec(
         _resolve_channels(channels, cwd, environ)
         spec["channels"] = channels
 
+    if isinstance(spec.get("source_dir"), str):
+        spec["source_dir"] = resolve_path(spec["source_dir"], cwd, environ)
     if spec.get("image") is None:
         if isinstance(spec.get("working_dir"), str):
             spec["working_dir"] = resolve_path(spec["working_dir"], cwd, environ)

@@ -6,7 +6,8 @@ polls. A training run can outlast the daemon's process (an upgrade, a restart: t
 monitor keeps it running), so a lost connection is not the end: the wait reconnects from the
 last event it saw for up to `RECONNECT_SECONDS`, saying so once on stderr.
 
-Exit statuses (trainq.core.errors.ExitCode): 0 COMPLETED, 1 FAILED, 3 STOPPED. Ctrl-C ends the
+Exit statuses (trainq.core.errors.ExitCode): 0 COMPLETED, 1 FAILED, 3 STOPPED, 9 TIMEOUT (STOPPED
+by its time limit). Ctrl-C ends the
 wait only; the job keeps running and the message says so.
 """
 
@@ -43,6 +44,13 @@ def exit_status_of(state: Any) -> int:
         return int(_EXIT_BY_STATE.get(JobState(state), ExitCode.FAILED))
     except ValueError:
         return int(ExitCode.FAILED)
+
+
+def job_exit_status(job: Mapping[str, Any]) -> int:
+    """The exit status for an ended job's record: TIMEOUT's for one its time limit ended."""
+    if job.get("state") == JobState.STOPPED and job.get("timed_out") is True:
+        return int(ExitCode.TIMEOUT)
+    return exit_status_of(job.get("state"))
 
 
 def report_end(ctx: Context, job: Mapping[str, Any]) -> None:
@@ -152,7 +160,7 @@ def wait_until_ended(ctx: Context, client: Client, job_id: int, state: Any = Non
             progress.shown.close()
         job = _final_record(client, job_id, ended)
         report_end(ctx, job)
-        return exit_status_of(job.get("state"))
+        return job_exit_status(job)
     except KeyboardInterrupt:
         if progress.shown is not None:
             progress.shown.close()

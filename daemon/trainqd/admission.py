@@ -34,6 +34,7 @@ class HostFacts:
     default_class: str = DEFAULT_CLASS
     max_channels: int = 64  # trainqd's max_channels_per_job
     path_check_seconds: float = PATH_CHECK_TIMEOUT  # config.path_check_timeout_seconds
+    mail: bool = False  # an administrator set a mail_command (`--mail`)
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -71,6 +72,10 @@ async def admit(
     check_channels(spec, host.max_channels)
     check_gpus(spec, host)
     check_class(spec, uid, host, authorizer)
+    if spec.mail and not host.mail:
+        raise InvalidSpec(
+            "mail: this trainqd sends no mail (its administrator set no mail_command)"
+        )
     if spec.image is not None:
         find_engine(spec.engine, host.default_engine)
         check_image(spec.image, host.allowed_images)
@@ -102,4 +107,12 @@ def check_change(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorize
     checks of `admit` that the keys a change may touch (GPUs, time limit, priority, class)
     depend on. Its command, image and paths are as they were admitted."""
     check_gpus(spec, host)
+    check_class(spec, uid, host, authorizer)
+
+
+def check_running_limit(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:
+    """A running job's new time limit (`trainq update --max-runtime` by `uid`): within its
+    class's maximum for its owner; an admin may go beyond it (and lift it)."""
+    if authorizer.is_admin(uid):
+        return
     check_class(spec, uid, host, authorizer)

@@ -155,6 +155,16 @@ class Config(BaseModel):
     # --pids-limit per container. "auto" is an eighth of the kernel's pid_max, at least 1024;
     # 0 leaves only the kernel's limits.
     max_processes_per_user: Literal["auto"] | Annotated[int, Field(ge=0, le=4194304)] = "auto"
+    # -- told when a job ends (daemon/trainqd/notifications.py) --
+    # A sendmail-compatible command (`["/usr/sbin/sendmail", "-t"]`: the message, headers
+    # first, on its stdin) for jobs submitted with `--mail`; unset: no mail, and such jobs
+    # are refused. Run as the job's owner, as a job's own `--notify` command is, each for at
+    # most `notify_timeout_seconds` (then killed), its output discarded.
+    mail_command: Annotated[list[str], Field(min_length=1)] | None = None
+    notify_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    # -- a trainer's source copied at submit (daemon/trainqd/snapshots.py) --
+    snapshot_max_bytes: Annotated[int, Field(ge=0)] = 100 * 1024 * 1024
+    snapshot_max_files: Annotated[int, Field(ge=0)] = 10_000
     # Ended jobs older than this many days are removed, directory and rows, as `trainq rm`
     # removes one (daemon/trainqd/retention.py); 0 keeps them forever.
     retention_days: Annotated[float, Field(ge=0, le=36500)] = 0.0

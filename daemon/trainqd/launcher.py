@@ -27,6 +27,7 @@ from trainqd.launch import (
     write_env_file,
 )
 from trainqd.outcomes import time_limit_reason
+from trainqd.snapshots import as_run
 from trainqd.store import JobRow, Store
 from trainqd.watcher import Watcher
 
@@ -82,6 +83,7 @@ class Launcher:
             return
         uuids = [self._devices[i].uuid for i in start.gpus]
         job, number = self._store.begin_attempt(job.id, start.gpus, uuids, now)
+        job = as_run(job, self._dirs)  # a snapshot of its source, where it has one
         self._notify()
         bound = log.bind(job_id=job.id, attempt=number)
         watcher = self._watcher()

@@ -46,6 +46,7 @@ from trainqd.gpus.fake_nodes import RECORD_NAME as NODES_RECORD
 from trainqd.gpus.fake_nodes import NodeError
 from trainqd.jobdir import JobDirs
 from trainqd.metrics import Metrics
+from trainqd.notifications import Notifications
 from trainqd.routes import Api
 from trainqd.scheduler import Scheduler
 from trainqd.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
@@ -217,8 +218,12 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
     router = Router(api.metrics.timed(api.routes()))
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as tg:
+            # Before the scheduler takes over: jobs that ended while trainqd was down, recorded
+            # then, are announced too.
+            told = Notifications(scheduler.store, scheduler.notifier, config)
             await tg.start(scheduler.run)
             tg.start_soon(api.metrics.run)
+            tg.start_soon(told.run)
             removal = api.sharing.removal
             tg.start_soon(retention.purge, scheduler.store, removal, config.retention_days)
             tg.start_soon(

@@ -59,8 +59,21 @@ def was_preempted(job: JobRow) -> bool:
     return job.state == JobState.STOPPING and is_preemption(job.stop_reason)
 
 
+TIME_LIMIT = "time limit of "  # a time limit's stop reason: "time limit of 3600 s reached"
+
+
 def time_limit_reason(job: JobRow) -> str:
-    return f"time limit of {job.spec.max_runtime_seconds} s reached"
+    return f"{TIME_LIMIT}{job.spec.max_runtime_seconds} s reached"
+
+
+def ended_by_time_limit(job: JobRow) -> bool:
+    """A STOPPED job that its time limit ended (shown as TIMEOUT); the stop reason is
+    trainqd's own words, never a user's."""
+    return (
+        job.state == JobState.STOPPED
+        and job.stop_reason is not None
+        and job.stop_reason.startswith(TIME_LIMIT)
+    )
 
 
 def judge_end(

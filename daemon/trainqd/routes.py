@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from trainq.core import __version__
-from trainq.core.errors import Forbidden, InvalidRequest, NotFound, PayloadTooLarge
+from trainq.core.errors import Forbidden, InvalidRequest, InvalidSpec, NotFound, PayloadTooLarge
 from trainq.core.spec import JobSpec
 from trainq.core.states import UNFINISHED, JobState
 from trainq.core.wire import (
@@ -31,6 +31,7 @@ from trainq.core.wire import (
 )
 from trainqd import gc_tuning
 from trainqd.admission import HostFacts, admit, check_queue_room
+from trainqd.again_routes import AgainRoutes
 from trainqd.api.limits import ServerLimits
 from trainqd.api.openapi import build_openapi
 from trainqd.api.routing import (
@@ -46,9 +47,11 @@ from trainqd.api.routing import (
 from trainqd.authorization import Authorizer, Sight
 from trainqd.budgets import SpecBudget, check_spec_sizes
 from trainqd.config import Config
+from trainqd.dependencies import check_named
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.group_commit import GroupCommit
+from trainqd.identity import account
 from trainqd.jobdir import JobDirs
 from trainqd.leftovers import job_of_process
 from trainqd.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -58,6 +61,7 @@ from trainqd.rows import HOST
 from trainqd.sampling import Sampler
 from trainqd.scheduler import JobControl
 from trainqd.sharing_routes import SharingRoutes, drain_record, drain_records
+from trainqd.snapshots import Snapshots
 from trainqd.store import JobOwner, JobRow, NewJobs, Store, Submitted, SubmitToken, TokenUsed
 from trainqd.streams import (
     EVENTS_PRUNED_HEADER,
@@ -133,9 +137,13 @@ class Api:
     # Bytes of specs each user has in submissions not yet committed (budgets.py).
     _spec_budget: SpecBudget = field(default_factory=SpecBudget, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
+    again: AgainRoutes = field(init=False, repr=False)  # requeue
+    snapshots: Snapshots = field(init=False, repr=False)  # sources copied at submit
 
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
+        self.again = AgainRoutes(self)
+        self.snapshots = Snapshots(self.dirs, self.config)
 
     def _reveal(self, uid: int, job: JobRow) -> Sight:
         return self.authorizer.sight(uid, job)
@@ -174,6 +182,7 @@ class Api:
             default_class=self.config.default_class,
             max_channels=self.config.max_channels_per_job,
             path_check_seconds=self.config.path_check_timeout_seconds,
+            mail=self.config.mail_command is not None,
         )
 
     # -- handlers ------------------------------------------------------------------------
@@ -259,18 +268,41 @@ class Api:
             raise PayloadTooLarge(f"request body is larger than {ONE_SPEC_MAX_BODY} bytes")
         spec = request.model(JobSpec)
         texts = [spec.model_dump_json()]
-        sizes = check_spec_sizes(texts, self.config.max_spec_bytes, listed=False)
+        check_spec_sizes(texts, self.config.max_spec_bytes, listed=False)  # before any child
         owner = await admit(spec, request.caller.uid, self.host(), self.authorizer)
+        check_named([spec], self.store)
         try:
-            with self._queue_room(owner, sizes):
-                (job,) = await self.commits.submit(
-                    NewJobs([spec], owner, spec_json=texts, token=token)
-                )
+            job = await self.submit_one(spec, owner, texts=texts, token=token)
         except TokenUsed as used:  # the same token, sent twice at once: queued once
             assert token is not None
             return await self._replay(token, used.submitted)
         self.control.submitted(job)
         return Response(201, self._record(job.id, request.caller.uid))
+
+    async def submit_one(
+        self,
+        spec: JobSpec,
+        owner: JobOwner,
+        *,
+        texts: list[str] | None = None,
+        token: SubmitToken | None = None,
+    ) -> JobRow:
+        """Commit one admitted spec, its source copied first where it has a snapshot."""
+        texts = texts or [spec.model_dump_json()]
+        sizes = check_spec_sizes(texts, self.config.max_spec_bytes, listed=False)
+        staging = await self.snapshots.take(spec, account(owner.uid))
+        try:
+            with self._queue_room(owner, sizes):
+                (job,) = await self.commits.submit(
+                    NewJobs([spec], owner, spec_json=texts, token=token)
+                )
+        except BaseException:
+            if staging is not None:
+                self.snapshots.discard(staging)
+            raise
+        if staging is not None:
+            self.snapshots.place(staging, job.id)
+        return job
 
     async def submit_list(self, request: Request, token: SubmitToken | None = None) -> Response:
         """A list of specs: all parsed and admitted first, then queued in one transaction
@@ -292,6 +324,9 @@ class Api:
             specs, firsts, texts, sizes = await anyio.to_thread.run_sync(parse)
         uid = request.caller.uid
         owner = await admit_all(specs, firsts, uid, self.host(), self.authorizer)
+        check_named([specs[index] for index in firsts], self.store)
+        if any(spec.snapshot for spec in specs):
+            raise InvalidSpec("snapshot: a sweep's jobs run their source as it is when each starts")
         submission = NewJobs(specs, owner, grouped=True, spec_json=texts, token=token)
         try:
             with self._queue_room(owner, sizes):
@@ -657,6 +692,7 @@ class Api:
             ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
             *self.sharing.routes(),
+            *self.again.routes(),
         ]
 
 

@@ -30,14 +30,14 @@ from trainq.core.errors import DiskFull
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.states import ACTIVE, JobState
 from trainq.core.wire import UserShare
-from trainqd import plan_inputs, planner, sampling
+from trainqd import dependencies, plan_inputs, planner, sampling
 from trainqd.authorization import Authorizer
 from trainqd.config import Config
 from trainqd.endings import AttemptEnds
 from trainqd.events import ChangeNotifier
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.jobdir import JobDirs
-from trainqd.launch import LaunchSettings
+from trainqd.launch import LaunchSettings, remaining_runtime
 from trainqd.launcher import Launcher
 from trainqd.policy import SharingPolicy
 from trainqd.reconcile import reconcile
@@ -107,6 +107,8 @@ class JobControl(Protocol):
 
     def changed(self) -> None: ...
 
+    def retimed(self, job: JobRow) -> None: ...
+
     def place(self, job_id: int) -> int | None: ...
 
     def shares(self) -> list[UserShare]: ...
@@ -153,6 +155,7 @@ class Scheduler:
         # Jobs being stopped a batch at a time (`stop_many`): planned for no start meanwhile.
         self._stopping_soon: set[int] = set()
         self._left = plan_inputs.NOTHING_LEFT  # what the last plan left; see `submitted`
+        self._dependency_waits: dict[int, WaitReason] = {}  # pending jobs waiting for others
         self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
         self._launch_retry_at: float | None = None  # a launch the full disk refused
         self.sampler = sampling.new_sampler(config, gpus)  # GPU use of running jobs
@@ -287,7 +290,9 @@ class Scheduler:
         if self.slurm is None:
             return None
         self.waiting = {}
-        handoff = self.slurm.tick(now, self.store.jobs([JobState.PENDING]), self.waiting)
+        ready = self._settle_dependencies(self.store.jobs([JobState.PENDING]), now)
+        handoff = self.slurm.tick(now, ready, self.waiting)
+        self.waiting.update(self._dependency_waits)
         due = [d for d in (handoff, self.unrecorded.next_due()) if d is not None]
         return _Handed(min(due) if due else None)
 
@@ -300,6 +305,7 @@ class Scheduler:
             for job in unfinished
             if job.state == JobState.PENDING and job.id not in self._stopping_soon
         ]
+        pending = self._settle_dependencies(pending, now)
         drains = self.store.drains()
         capacity = plan_inputs.capacity(
             self.devices,
@@ -342,7 +348,7 @@ class Scheduler:
             for job_id, why in self.waiting.items()
             if job_id not in planned_rows and self._still_pending(job_id)
         }
-        self.waiting = {**result.waiting, **queued_meanwhile}
+        self.waiting = {**result.waiting, **queued_meanwhile, **self._dependency_waits}
         self.policy.planned(dataclasses.replace(result, preemptions=preemptions), now)
         for start in starts:
             try:
@@ -358,6 +364,23 @@ class Scheduler:
             candidates.append(now + self.config.gpu_rescan_seconds)
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
+
+    def _settle_dependencies(self, pending: list[JobRow], now: float) -> list[JobRow]:
+        """The pending jobs whose dependencies are met (the only ones planned: a job that
+        waits for another is never the head and reserves nothing); the others' reasons are
+        kept for the plan's, and a job whose dependency can never be met ends STOPPED."""
+        if not any(job.spec.after for job in pending):
+            self._dependency_waits = {}
+            return pending
+        settled = dependencies.sort_pending(pending, self.store)
+        self._dependency_waits = settled.waiting
+        for job, why in settled.never:
+            reason = dependencies.NEVER_MET + why
+            if self.store.stop_pending([job.id], now, reason, stop_reason=reason):
+                log.info("dependency never met", job_id=job.id, why=why)
+        if settled.never:
+            self.notifier.notify()
+        return settled.ready
 
     def _still_pending(self, job_id: int) -> bool:
         job = self.store.unfinished(job_id)
@@ -382,7 +405,9 @@ class Scheduler:
         plan = False
         for job in jobs:
             gpus = job.spec.gpus
-            if gpus == 0 and free_slots <= 0:
+            if job.spec.after:  # whether it may be planned at all is the next round's to say
+                plan = True
+            elif gpus == 0 and free_slots <= 0:
                 self.waiting[job.id] = WaitReason(Wait.CPU_SLOT, limit=self.config.cpu_slots)
             elif gpus > 0 and free_gpus < gpus and self.policy.sorts_after(job, head):
                 self.waiting[job.id] = WaitReason(Wait.GPUS, gpus=gpus, free=free_gpus)
@@ -424,4 +449,20 @@ class Scheduler:
     def changed(self) -> None:
         """Something the plan depends on changed outside the scheduler (a hold, a release, a
         pending job's new spec, a drain): tell the watchers and plan again."""
+        self._changed()
+
+    def retimed(self, job: JobRow) -> None:
+        """A running job's time limit changed (its row holds the new spec): its monitor, which
+        enforces the limit, and the planner, which reckons with it, get the new deadline,
+        counted as at the launch: from the attempt's start, less what earlier attempts ran."""
+        attempt = self.store.attempt(job.id, job.attempt_count)
+        remaining = remaining_runtime(job)
+        if attempt is None or attempt.ended_at is not None:
+            return  # it ended meanwhile: nothing runs to the old deadline
+        deadline = None if remaining is None else attempt.started_at + remaining
+        if deadline is None:
+            self.deadlines.pop(job.id, None)
+        else:
+            self.deadlines[job.id] = deadline
+        self.watcher.set_deadline(job.id, deadline)
         self._changed()

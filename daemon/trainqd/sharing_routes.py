@@ -28,7 +28,7 @@ from trainq.core.wire import (
     Removed,
     ResumeRequest,
 )
-from trainqd.admission import check_change
+from trainqd.admission import check_change, check_running_limit
 from trainqd.api.routing import Request, Response, Route
 from trainqd.identity import account
 from trainqd.removal import Removal
@@ -118,6 +118,8 @@ class SharingRoutes:
         self.api.authorizer.require_manage(uid, job, "change")
         if body.boost is not None and body.boost != job.boost:
             self.api.authorizer.require_admin(uid, "boost a job above other users' work")
+        if job.state == JobState.RUNNING:
+            return self._retime(job, body, request)
         if job.state != JobState.PENDING:
             raise Conflict(f"job {job.id} is {job.state}; only a pending job can be changed")
         changes: dict[str, Any] = body.model_dump(by_alias=True, exclude_unset=True)
@@ -149,6 +151,35 @@ class SharingRoutes:
         reason = f"updated by {who}: {', '.join(said)}"
         self.api.store.change_pending(job.id, spec, boost, time.time(), reason)
         self.api.control.changed()
+        return self._answer(job.id, request)
+
+    def _retime(self, job: JobRow, body: JobUpdate, request: Request) -> Response:
+        """A running job's time limit, the one thing of it that may still change; its monitor
+        gets the new deadline (Scheduler.retimed)."""
+        changes: dict[str, Any] = body.model_dump(by_alias=True, exclude_unset=True)
+        if set(changes) != {"max_runtime_seconds"}:
+            raise Conflict(f"job {job.id} is RUNNING; only its max_runtime_seconds can change now")
+        if self.api.host().gpu_backend == "slurm":
+            raise Conflict(
+                f"job {job.id} runs under Slurm, which holds the time limit it was given; "
+                "ask the Slurm administrator (scontrol update TimeLimit=)"
+            )
+        uid = request.caller.uid
+        before = job.spec.max_runtime_seconds
+        spec = job.spec.model_copy(update={"max_runtime_seconds": changes["max_runtime_seconds"]})
+        try:
+            spec = JobSpec.model_validate(spec.model_dump(mode="json", by_alias=True))
+        except ValidationError as exc:
+            raise InvalidSpec(describe_validation_error(exc, "spec")) from None
+        check_running_limit(spec, uid, self.api.host(), self.api.authorizer)
+        after = spec.max_runtime_seconds
+        if after == before:
+            return self._answer(job.id, request)
+        who = account(uid).user
+        reason = f"updated by {who}: max runtime {_shown(before)} -> {_shown(after)}"
+        changed = self.api.store.change_running_limit(job.id, spec, time.time(), reason)
+        self.api.control.retimed(changed)
+        log.info("time limit changed", job_id=job.id, before=before, after=after, by=who)
         return self._answer(job.id, request)
 
     # -- removing an ended job -----------------------------------------------------------
@@ -221,7 +252,8 @@ class SharingRoutes:
                 "PATCH",
                 job_id,
                 self.update,
-                "Change a pending job (priority, gpus, max_runtime_seconds, class, boost)",
+                "Change a pending job (priority, gpus, max_runtime_seconds, class, boost) "
+                "or a running job's max_runtime_seconds",
                 request_model=JobUpdate,
                 response_model=JobRecord,
             ),

@@ -71,6 +71,7 @@ from trainqd.monitor.records import (
     atomic_write_json,
     read_json,
 )
+from trainqd.snapshots import as_run
 from trainqd.store import DISK_FULL_MESSAGE, JobRow, Store
 from trainqd.watcher import OnEnd, StopCause, WatchedMonitor, read_exit_record
 
@@ -153,6 +154,9 @@ class SlurmBackend:
 
     def attach(self, job_id: int, **_: object) -> WatchedMonitor | None:
         return None  # take_over follows Slurm jobs; there are no local monitors
+
+    def set_deadline(self, job_id: int, deadline: float | None) -> bool:
+        return False  # Slurm holds the time limit it was handed (the API refuses a change)
 
     def request_stop(
         self, job_id: int, grace: float, reason: StopCause, requested_by: int | None
@@ -268,11 +272,15 @@ class SlurmBackend:
         order alone: one above 0 would take a Slurm administrator (export refuses it)."""
         remaining = remaining_runtime(job)
         grace = stop_grace(job, self._config.default_stop_grace_seconds)
-        return job.spec.model_copy(
+        # Its snapshot, where it has one, in the job directory the nodes share.
+        return as_run(job, self._dirs).spec.model_copy(
             update={
                 "stop_grace_seconds": float(grace),
                 "max_runtime_seconds": None if remaining is None else max(1, math.ceil(remaining)),
                 "priority": min(job.spec.priority, 0),
+                # Met before the hand-off (the scheduler holds a waiting job back), and its
+                # ids are trainq's, not Slurm's.
+                "after": [],
             }
         )
 

@@ -360,6 +360,18 @@ class Store:
         row = self._db.execute("SELECT 1 FROM jobs WHERE group_id=? LIMIT 1", (group,))
         return row.fetchone() is not None
 
+    def states_named(self, job_id: int, group: bool) -> list[str]:
+        """The states of job `job_id`, or of every job of group `job_id` (dependencies.py):
+        from memory while they have not ended; [] if there is none."""
+        if not group:
+            known = self._unfinished.get(job_id)
+            if known is not None:
+                return [str(known.state)]
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            return [] if row is None else [row[0]]
+        rows = self._db.execute("SELECT state FROM jobs WHERE group_id=?", (job_id,))
+        return [row[0] for row in rows]
+
     def unfinished_count(self, uid: int | None = None) -> int:
         """How many jobs have not ended: everyone's, or one user's (from memory)."""
         if uid is None:
@@ -1068,6 +1080,23 @@ class Store:
         job = self._refresh(job_id, spec)
         self._keep(job, len(text.encode()))
         return job
+
+    def change_running_limit(self, job_id: int, spec: JobSpec, now: float, reason: str) -> JobRow:
+        """Replace a RUNNING job's spec (its time limit alone differs), with an event row, in
+        one transaction; Conflict if it is no longer running."""
+        with self._tx():
+            row = self._db.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job_id}")
+            if row[0] != JobState.RUNNING:
+                raise Conflict(f"job {job_id} is {row[0]}; its time limit can no longer change")
+            self._db.execute(
+                "UPDATE jobs SET spec=? WHERE id=? AND state=?",
+                (spec.model_dump_json(), job_id, str(JobState.RUNNING)),
+            )
+            self._event(job_id, now, JobState.RUNNING, JobState.RUNNING, reason)
+        self._unfinished.pop(job_id, None)  # so that the new spec is the one kept
+        return self._refresh(job_id, spec)
 
     def _load_drains(self) -> None:
         self._drains = {

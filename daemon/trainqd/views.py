@@ -12,6 +12,7 @@ from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
 from trainqd.authorization import Sight
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
+from trainqd.outcomes import ended_by_time_limit
 from trainqd.retry import signal_name
 from trainqd.sampling import AttemptUse
 from trainqd.store import AttemptRow, EventRow, JobRow
@@ -90,14 +91,18 @@ def visible_spec(spec: JobSpec, reveal: Sight) -> JobSpec:
                 "hyperparameters": {},
                 "environment": {},
                 "channels": {},
+                "notify": None if spec.notify is None else [HIDDEN],
+                "source_dir": None if spec.source_dir is None else HIDDEN,
             }
         )
-    if reveal is Sight.WHOLE or not (spec.environment or spec.hyperparameters):
+    if reveal is Sight.WHOLE or not (spec.environment or spec.hyperparameters or spec.notify):
         return spec
     return spec.model_copy(
         update={
             "environment": dict.fromkeys(spec.environment, HIDDEN),
             "hyperparameters": dict.fromkeys(spec.hyperparameters, HIDDEN),
+            # A notify command often carries a webhook's token in its arguments.
+            "notify": None if spec.notify is None else [HIDDEN],
         }
     )
 
@@ -150,6 +155,7 @@ def job_record(
         place=place if pending else None,
         held_by=job.held_by if pending else None,
         boost=job.boost,
+        timed_out=ended_by_time_limit(job),
         spec=visible_spec(job.spec, reveal),
     )
 

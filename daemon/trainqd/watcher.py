@@ -52,6 +52,7 @@ from trainqd.monitor.records import (
     MonitorInfo,
     StopOrder,
     atomic_write_json,
+    deadline_path,
     parse_exit_record,
     parse_monitor_info,
     read_json,
@@ -207,6 +208,8 @@ class Watcher(Protocol):
     def request_stop(
         self, job_id: int, grace: float, reason: StopCause, requested_by: int | None
     ) -> bool: ...
+
+    def set_deadline(self, job_id: int, deadline: float | None) -> bool: ...
 
 
 WatcherFactory = Callable[[TaskGroup, OnEnd], Watcher]
@@ -382,4 +385,22 @@ class MonitorWatcher:
         with contextlib.suppress(ProcessLookupError):
             if monitor.pidfd is not None:  # cannot reach a process that reused the pid
                 signal.pidfd_send_signal(monitor.pidfd, signal.SIGTERM)
+        return True
+
+    def set_deadline(self, job_id: int, deadline: float | None) -> bool:
+        """Move the running attempt's time limit (None: no limit): the deadline file first,
+        then SIGHUP, on which the monitor reads it. False if no monitor is watched."""
+        monitor = self.monitors.get(job_id)
+        if monitor is None:
+            return False
+        path = deadline_path(str(monitor.stop_file.parent), monitor.attempt)
+        try:
+            atomic_write_json(path, {"deadline": deadline})
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFull(DISK_FULL_MESSAGE) from None
+            raise
+        with contextlib.suppress(ProcessLookupError):
+            if monitor.pidfd is not None:
+                signal.pidfd_send_signal(monitor.pidfd, signal.SIGHUP)
         return True

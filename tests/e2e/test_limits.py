@@ -18,7 +18,7 @@ def test_time_limit_stops_the_job(daemon: Daemon) -> None:
     assert done["attempts"][0]["outcome"] == "timed_out"
     # The trainer got SIGTERM and its grace: it checkpointed.
     assert (Path(done["job_dir"]) / "checkpoints" / "on-sigterm").exists()
-    assert daemon.cli("wait", str(job["id"])).returncode == 3
+    assert daemon.cli("wait", str(job["id"])).returncode == 9  # TIMEOUT
 
 
 def test_stop_kills_a_tree_that_ignores_sigterm(daemon: Daemon) -> None:

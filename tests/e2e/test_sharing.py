@@ -238,7 +238,7 @@ def test_update_refuses_a_job_that_started(daemon: Daemon) -> None:
     job_id = daemon.submit(sleeper(1))["id"]
     daemon.wait_state(job_id, "RUNNING")
     line = refused(daemon, 6, "update", str(job_id), "--priority", "9")
-    assert line == f"trainq: job {job_id} is RUNNING; only a pending job can be changed\n"
+    assert line == f"trainq: job {job_id} is RUNNING; only its max_runtime_seconds can change now\n"
     assert daemon.job(job_id)["priority"] == 0
     stop_now(daemon, job_id)
 

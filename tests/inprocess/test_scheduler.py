@@ -58,6 +58,7 @@ class FakeWatcher:
     launches: dict[int, Launch] = field(default_factory=dict)
     watched: dict[int, int] = field(default_factory=dict)  # job id -> attempt number
     stops: list[tuple[int, float, StopCause]] = field(default_factory=list)
+    deadlines: dict[int, float | None] = field(default_factory=dict)  # set_deadline's
     alive: set[int] = field(default_factory=set)  # pids `attach` finds again
     next_pid: int = 1000
     timed_out: anyio.Event = field(default_factory=anyio.Event)  # set once one timed out
@@ -99,6 +100,10 @@ class FakeWatcher:
     ) -> bool:
         self.stops.append((job_id, grace, reason))
         return True
+
+    def set_deadline(self, job_id: int, deadline: float | None) -> bool:
+        self.deadlines[job_id] = deadline
+        return job_id in self.watched
 
     async def _time_out(self, launch: Launch) -> None:
         assert launch.deadline is not None
@@ -483,3 +488,36 @@ async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Pat
         assert world.scheduler.waiting[head].kind == Wait.GPUS
         assert len(world.watcher.stops) == 1
         assert world.scheduler.policy.claims == {}
+
+
+async def test_a_running_jobs_new_time_limit_reaches_its_monitor_and_the_planner(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path) as world:
+        job = world.submit(max_runtime_seconds=3600)
+        world.plan()
+        launch = world.watcher.launches[job]
+        assert launch.deadline is not None
+        await world.call("PATCH", "/v1/jobs/{id}", {"max_runtime_seconds": 7200}, id=str(job))
+        started = world.store.attempt(job, 1)
+        assert started is not None
+        assert world.watcher.deadlines[job] == started.started_at + 7200
+        assert world.scheduler.deadlines[job] == started.started_at + 7200
+        assert world.store.get(job).spec.max_runtime_seconds == 7200
+        # Lifted (an admin's null): no deadline for either.
+        await world.call("PATCH", "/v1/jobs/{id}", {"max_runtime_seconds": None}, id=str(job))
+        assert world.watcher.deadlines[job] is None
+        assert job not in world.scheduler.deadlines
+
+
+async def test_a_job_waiting_for_another_is_planned_once_it_succeeded(tmp_path: Path) -> None:
+    async with running(tmp_path) as world:
+        first = world.submit(gpus=1)
+        second = world.submit(gpus=1, after=[str(first)])
+        world.plan()
+        assert world.state(second) == JobState.PENDING
+        assert str(world.scheduler.waiting[second].kind) == "dependency"
+        assert second not in world.watcher.launches
+        await world.watcher.end(first, Outcome.EXITED, exit_code=0)
+        world.plan()
+        assert world.state(second) == JobState.RUNNING

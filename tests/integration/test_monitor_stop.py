@@ -11,10 +11,23 @@ import time
 from dataclasses import replace
 
 from tests.helpers import wait_for
-from tests.integration.monitor_util import alive, attempt_of, identities, python, trainer
+from tests.integration.monitor_util import (
+    Attempt,
+    alive,
+    attempt_of,
+    identities,
+    python,
+    trainer,
+)
 
 from trainqd.monitor import procfs
-from trainqd.monitor.records import EXIT_RECORD, StopOrder, write_record
+from trainqd.monitor.records import (
+    EXIT_RECORD,
+    StopOrder,
+    atomic_write_json,
+    deadline_path,
+    write_record,
+)
 
 
 def test_trainer_that_checkpoints_on_sigterm_is_stopped_within_the_grace() -> None:
@@ -111,6 +124,36 @@ def test_a_time_limit_already_past_never_starts_the_trainer() -> None:
         assert record.outcome == "timed_out"
         assert record.started_at is None
         assert not (a.root / "ran").exists()
+
+
+def move_deadline(a: Attempt, deadline: float | None) -> None:
+    """What trainqd does when a running job's time limit changes (watcher.set_deadline)."""
+    path = deadline_path(os.path.dirname(a.launch.stop_file), a.launch.attempt)
+    atomic_write_json(path, {"deadline": deadline})
+    os.kill(a.pid, signal.SIGHUP)
+
+
+def test_a_deadline_moved_earlier_stops_the_trainer_as_its_time_limit() -> None:
+    with attempt_of(trainer("monitor_checkpointer.py")) as a:
+        a.launch = replace(a.launch, deadline=time.time() + 3600)
+        a.start().wait_data("ready")
+        move_deadline(a, time.time())
+        record = a.wait()
+        assert (record.outcome, record.exit_code) == ("timed_out", 0)
+        assert "time limit changed" in a.monitor_log()
+
+
+def test_a_deadline_moved_later_or_lifted_lets_the_trainer_run_on() -> None:
+    with attempt_of(trainer("monitor_checkpointer.py")) as a:
+        old = time.time() + 2
+        a.launch = replace(a.launch, deadline=old)
+        a.start().wait_data("ready")
+        move_deadline(a, None)
+        wait_for(lambda: "time limit changed" in a.monitor_log(), what="the monitor to hear")
+        wait_for(lambda: time.time() > old + 1, timeout=10, what="the old deadline to pass")
+        assert "stopping" not in a.monitor_log()
+        a.stop(grace=10)
+        assert a.wait().outcome == "stopped"
 
 
 def test_sigint_and_sighup_do_not_touch_the_job() -> None:

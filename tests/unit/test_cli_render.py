@@ -283,7 +283,8 @@ def test_show_has_every_field_of_the_record() -> None:
     record["added_later"] = {"x": 1}
     out = job_detail(record, PIPED)
     labels = {line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")}
-    assert set(record) - {"id", "name", "spec", "attempts"} <= labels
+    # A time limit's end shows in the state (TIMEOUT), not as a line of its own.
+    assert set(record) - {"id", "name", "spec", "attempts", "timed_out"} <= labels
     assert set(record["spec"]) - {"hyperparameters", "environment", "channels"} <= labels
     for text in (
         "Job 12  resnet-a",
@@ -407,3 +408,13 @@ def test_no_gpus() -> None:
     assert gpu_table({"backend": "none", "gpus": []}, PIPED) == (
         "no GPUs (backend: none); jobs with gpus = 0 still run\n"
     )
+
+
+def test_a_job_its_time_limit_stopped_shows_as_timeout_in_ls_and_show() -> None:
+    ended = job(state="STOPPED", timed_out=True, stop_reason="time limit of 60 s reached")
+    stopped = job(id=13, state="STOPPED", timed_out=False, stop_reason="stopped by alice")
+    rows = job_table([ended, stopped], PIPED).splitlines()
+    assert [row.split()[2] for row in rows[1:]] == ["TIMEOUT", "STOPPED"]
+    detail = job_detail(ended, PIPED).splitlines()
+    assert ["state", "TIMEOUT"] in [line.split() for line in detail]
+    assert not any(line.startswith("timed_out") for line in detail)

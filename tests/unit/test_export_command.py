@@ -233,3 +233,28 @@ def test_an_unknown_target_is_a_usage_error(
     status, _, err = trainq(stub, capsys, "export", "--to", "nomad", "--", "true")
     assert status == 2
     assert "invalid choice" in err
+
+
+def test_after_is_slurms_dependency_and_refused_where_it_means_nothing(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "slurm", "--after", "4711", "--after", "4712:any",
+        "--", "python3", "t.py",
+    )  # fmt: skip
+    assert status == 0, err
+    assert "#SBATCH --dependency=afterok:4711,afterany:4712\n" in out
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "sagemaker", "--after", "4711", "--image", "x:1"
+    )
+    assert (status, out) == (2, "")
+    assert err == (
+        "trainq: cannot export to sagemaker: after: it has no dependencies between jobs\n"
+    )
+    # A trainq job's dependencies name trainq's ids, which no other system knows.
+    waiting = {**IMAGE_JOB, "spec": {**IMAGE_JOB["spec"], "after": ["3:ok"]}}
+    stub.on("GET", "/v1/jobs/5", Reply(body=waiting))
+    status, out, err = trainq(stub, capsys, "export", "5", "--to", "slurm")
+    assert (status, out) == (2, "")
+    assert err.startswith("trainq: after: job 5 waits for trainq jobs")
+    assert err.count("\n") == 1

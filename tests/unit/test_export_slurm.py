@@ -87,3 +87,18 @@ def test_the_spec_travels_verbatim_and_the_shell_expands_nothing_of_it(tmp_path:
     written = json.loads((tmp_path / "trainq-7" / "spec.json").read_text())
     assert parse_spec(written) == job
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trainq-7"]  # nothing ran
+
+
+def test_dependencies_become_one_dependency_directive_with_slurms_conditions() -> None:
+    after = ["12", "13:ok", "14:any", "15:failed"]
+    found = directives(slurm.batch_script(spec(after=after), python="python3"))
+    assert "--dependency=afterok:12:13,afterany:14,afternotok:15" in found
+    assert "--kill-on-invalid-dep=yes" in found
+    assert not any(
+        "dependency" in d for d in directives(slurm.batch_script(spec(), python="python3"))
+    )
+
+
+def test_a_group_dependency_is_refused_for_slurm() -> None:
+    with pytest.raises(Unsupported, match="Slurm has no groups of jobs"):
+        slurm.batch_script(spec(after=["group:12"]), python="python3")

@@ -35,6 +35,7 @@ MONITOR_ROOT = DAEMON_ROOT / "monitor"
 STDLIB_CORE = {
     "trainq",
     "trainq.core",
+    "trainq.core.dependencies",
     "trainq.core.layout",
     "trainq.core.outcomes",
     "trainq.core.reasons",

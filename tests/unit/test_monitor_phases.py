@@ -13,7 +13,8 @@ from trainqd.monitor.supervise import Phase, PhaseError, TrainerSupervisor
 
 def supervisor() -> TrainerSupervisor:
     # Only the phase bookkeeping is exercised: nothing is prepared or started.
-    return TrainerSupervisor(cast(Launch, SimpleNamespace(runtime="process", container=None)))
+    launch = SimpleNamespace(runtime="process", container=None, deadline=None)
+    return TrainerSupervisor(cast(Launch, launch))
 
 
 def test_an_attempt_goes_through_every_phase_in_order() -> None:

@@ -36,6 +36,7 @@ class ExitCode(enum.IntEnum):
     CONFLICT = 6
     UNAVAILABLE = 7  # the daemon is not running or is shutting down
     DISK_FULL = 8  # the daemon's disk is full: nothing was changed
+    TIMEOUT = 9  # the job ended STOPPED by its time limit (shown as TIMEOUT)
 
 
 class TrainqError(Exception):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from trainq.core.dependencies import parse as parse_dependency
+
 
 class Wait(StrEnum):
     QUEUED = "queued"  # not planned yet
@@ -29,6 +31,7 @@ class Wait(StrEnum):
     # running jobs of users holding more GPUs than its owner will are being stopped for it
     PREEMPTING_SHARE = "preempting_share"
     SLURM = "slurm"  # handed to Slurm (backend = "slurm"), which has not started it yet
+    DEPENDENCY = "dependency"  # a job (or group) in its `after` has not ended as it must
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class WaitReason:
     by: str | None = None  # who held the job (HELD)
     of_class: str | None = None  # the class whose per-user limit holds it (USER_*_LIMIT)
     slurm_job: int | None = None  # the Slurm job id (SLURM)
+    after: str | None = None  # the first dependency not met yet, as written: "12:ok" (DEPENDENCY)
 
 
 def count_gpus(count: int) -> str:
@@ -89,6 +93,8 @@ def render(reason: WaitReason) -> str:
             f"needs {count_gpus(gpus)}; {reason.host_gpus} are not drained"
             " (an admin drained the others)"
         )
+    if k == Wait.DEPENDENCY and reason.after is not None:
+        return f"waiting for {parse_dependency(reason.after).waiting_words()}"
     if k == Wait.SLURM:
         return f"queued in Slurm as job {reason.slurm_job}"
     if k == Wait.PREEMPTING:

@@ -23,6 +23,9 @@ from pydantic import (
     model_validator,
 )
 
+from trainq.core.dependencies import MAX_DEPENDENCIES
+from trainq.core.dependencies import parse as parse_dependency
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -165,6 +168,40 @@ class JobSpec(_Strict):
     hyperparameters: dict[str, str] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     channels: dict[str, ChannelSpec] = Field(default_factory=dict)
+    # Jobs (or groups) that must end first, and how (trainq.core.dependencies): "12:ok".
+    after: Annotated[list[str], Field(max_length=MAX_DEPENDENCIES)] = Field(default_factory=list)
+
+    # Run as the job's owner when the job ends (its id, name, state, exit status and reason in
+    # TRAINQ_JOB_* variables); `mail`: the admin's mail command tells the owner (END: any
+    # end, FAIL: a FAILED one).
+    notify: Annotated[list[str], Field(min_length=1, max_length=256)] | None = None
+    mail: Annotated[list[Literal["END", "FAIL"]], Field(max_length=2)] = Field(default_factory=list)
+
+    # The trainer's source directory, copied into the job at submit (`snapshot`, on by
+    # default when there is a source: this, or the sagemaker_submit_directory hyperparameter)
+    # so that what runs is what was submitted; False runs the directory as it is at start.
+    source_dir: str | None = None
+    snapshot: bool | None = None
+
+    @field_validator("source_dir")
+    @classmethod
+    def _source_dir(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\0" in value):
+            raise ValueError(f"source_dir {value!r} must be an absolute path")
+        return value
+
+    @field_validator("notify")
+    @classmethod
+    def _notify(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value[0] or any("\0" in arg for arg in value)):
+            raise ValueError("notify is a command: a program, then its arguments, without NUL")
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: list[str]) -> list[str]:
+        written = [str(parse_dependency(text)) for text in value]
+        return list(dict.fromkeys(written))  # each once, in the order given
 
     @field_validator("name")
     @classmethod

@@ -77,6 +77,9 @@ class JobRecord(_Wire):
     boost: int = 0  # an admin's raise of the job above other users' work
     preempted_count: int = 0  # times it was preempted and queued again
     place: int | None = None  # a PENDING job's place in the queue at the last plan (1: next)
+    # STOPPED by its time limit: `ls` and `show` say TIMEOUT, `wait` exits 9. Its own field,
+    # not a state, so clients that know the states keep working.
+    timed_out: bool = False
     spec: JobSpec
 
 

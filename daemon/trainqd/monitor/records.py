@@ -39,6 +39,7 @@ REASON_CHARS = 1024  # SageMaker returns the first 1024 characters of the failur
 
 EXIT_RECORD = "exit.json"
 MONITOR_INFO_SUFFIX = ".monitor"
+DEADLINE_SUFFIX = ".deadline"
 STDOUT = "stdout"
 STDERR = "stderr"
 MONITOR_LOG = "monitor.log"
@@ -165,6 +166,28 @@ class ExitRecord:
 def monitor_info_path(attempts_dir: str, attempt: int) -> str:
     """<job>/attempts/<n>.monitor: where the monitor says who it is, beside the stop file."""
     return os.path.join(attempts_dir, f"{attempt}{MONITOR_INFO_SUFFIX}")
+
+
+def deadline_path(attempts_dir: str, attempt: int) -> str:
+    """<job>/attempts/<n>.deadline: a time limit changed while the attempt runs, written by
+    trainqd (then SIGHUP) beside the stop file, where the job's owner cannot write."""
+    return os.path.join(attempts_dir, f"{attempt}{DEADLINE_SUFFIX}")
+
+
+def read_deadline(path: str) -> tuple[bool, float | None]:
+    """(whether the file says anything, the deadline it says: None for no limit)."""
+    try:
+        raw = read_json(path)
+    except (OSError, ValueError):
+        return False, None
+    if not isinstance(raw, dict) or "deadline" not in raw:
+        return False, None
+    value = raw["deadline"]
+    if value is None:
+        return True, None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False, None
+    return True, float(value)
 
 
 def atomic_write_json(path: str, obj: Any, mode: int = 0o644) -> None:

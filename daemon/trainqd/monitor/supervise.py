@@ -4,6 +4,7 @@
     start the trainer (its own process group; a container job's trainer is the engine client)
     watch: the trainer's pidfd, signals (through a wakeup pipe) and timers in one selector
         SIGTERM  -> the stop request in the stop file (grace, user or time limit)
+        SIGHUP   -> the time limit changed (`trainq update --max-runtime`): re-read it
         deadline -> the same stop, as the time limit
         feeder fails -> the same stop, as the feeder's failure
         grace over   -> SIGKILL to the group and every descendant (container: the engine's
@@ -46,7 +47,9 @@ from trainqd.monitor.records import (
     ExitRecord,
     Launch,
     MonitorInfo,
+    deadline_path,
     monitor_info_path,
+    read_deadline,
     reserve_record_space,
     write_exit_record,
     write_record,
@@ -113,6 +116,9 @@ class TrainerSupervisor:
         self.helpers: dict[int, str] = {}
         self.cgroup: cgroup.AttemptCgroup | None = None
         self.stop_signals = 0
+        # The time limit: the launch's, until trainqd moves it (SIGHUP, the deadline file).
+        self.deadline = launch.deadline
+        self.deadline_signals = 0
         self.wake_fd = -1
         self.selector: select.epoll | None = None
 
@@ -208,15 +214,29 @@ class TrainerSupervisor:
         signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         signal.signal(signal.SIGTERM, self._on_stop_signal)
         signal.signal(signal.SIGCHLD, _wake_only)
-        # The monitor has a session of its own; a terminal's ^C or hangup is not for jobs.
+        # The monitor has a session of its own; a terminal's ^C is not for jobs. A hangup
+        # cannot come from a terminal either: trainqd sends it when the time limit moved.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, self._on_deadline_signal)
         # Monitors start with these blocked (spawn.py; a forked one inherits the fork server's
         # mask), so none was lost before now.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
     def _on_stop_signal(self, signum: int, frame: FrameType | None) -> None:
         self.stop_signals += 1
+
+    def _on_deadline_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.deadline_signals += 1
+
+    def _reread_deadline(self) -> None:
+        """The deadline trainqd wrote when the job's time limit changed, if it wrote one."""
+        self.deadline_signals = 0
+        path = deadline_path(os.path.dirname(self.launch.stop_file), self.launch.attempt)
+        said, deadline = read_deadline(path)
+        if said and deadline != self.deadline:
+            self.deadline = deadline
+            when = "none" if deadline is None else f"in {deadline - time.time():.0f} s"
+            log(f"time limit changed: it falls due {when}")
 
     def _watch(self, pidfd: int) -> None:
         with select.epoll() as selector:
@@ -240,6 +260,8 @@ class TrainerSupervisor:
                 if self.stop_signals:
                     self.stop_signals = 0
                     self._stop_requested()
+                if self.deadline_signals:
+                    self._reread_deadline()
                 self._check_timers()
                 timeout = self._next_timeout()
                 selector.poll(-1 if timeout is None else timeout)
@@ -265,8 +287,8 @@ class TrainerSupervisor:
     def _next_timeout(self) -> float | None:
         now = time.monotonic()
         times = [t - now for t in (self.kill_at, self.engine_kill_at, self.client_kill_at) if t]
-        if self.launch.deadline is not None and self.phase is Phase.RUNNING:
-            times.append(min(self.launch.deadline - time.time(), WALL_CLOCK_RECHECK))
+        if self.deadline is not None and self.phase is Phase.RUNNING:
+            times.append(min(self.deadline - time.time(), WALL_CLOCK_RECHECK))
         return max(0.0, min(times)) if times else None
 
     # -- stopping ------------------------------------------------------------------------
@@ -302,7 +324,7 @@ class TrainerSupervisor:
 
     def _check_timers(self) -> None:
         now = time.monotonic()
-        deadline = self.launch.deadline
+        deadline = self.deadline
         if deadline is not None and self.phase is Phase.RUNNING and time.time() >= deadline:
             self._begin_stop("time_limit", self.launch.stop_grace_seconds)
         if self.engine is None:
@@ -382,7 +404,8 @@ class TrainerSupervisor:
             self.stop_signals = 0
             _, reason = self._read_stop_request()
             return not_started(reason)
-        deadline = self.launch.deadline
+        self._reread_deadline()  # a change made before the handlers were in place
+        deadline = self.deadline
         if deadline is not None and time.time() >= deadline:
             return not_started("time_limit")
         return None

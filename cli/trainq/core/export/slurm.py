@@ -8,6 +8,8 @@ The script asks Slurm for the job's resources and limits and hands the job itsel
     #SBATCH --signal=B:TERM@G         SIGTERM to the step G (the grace) seconds before that
     #SBATCH --requeue                 a node failure runs the job again, same job id
     #SBATCH --open-mode=append        a requeued run's output follows the earlier runs'
+    #SBATCH --dependency=afterok:ID   the spec's `after`, its ids taken as Slurm job ids
+            --kill-on-invalid-dep=yes  (a dependency never met ends the job, as in trainq)
     job dir = <base>/trainq-$SLURM_JOB_ID: the ml root and each attempt's records, so a
               requeued job resumes from checkpoints/ and counts its earlier attempts
 
@@ -22,6 +24,7 @@ import json
 import shlex
 from collections.abc import Sequence
 
+from trainq.core.dependencies import parse as parse_dependency
 from trainq.core.export.common import Unsupported, ceil_seconds, job_name
 from trainq.core.spec import JobSpec
 
@@ -68,6 +71,25 @@ def _check(spec: JobSpec) -> None:
         )
 
 
+_SLURM_AFTER = {"ok": "afterok", "failed": "afternotok", "any": "afterany"}
+
+
+def dependency(after: Sequence[str]) -> str | None:
+    """`--dependency`'s value for the spec's `after`, whose ids are Slurm's here: each
+    condition with its ids (`afterok:12:13,afterany:14`), all of them required."""
+    if not after:
+        return None
+    by_kind: dict[str, list[str]] = {}
+    for text in after:
+        parsed = parse_dependency(text)
+        if parsed.group:
+            raise Unsupported(
+                TARGET, "after", f"Slurm has no groups of jobs: name their job ids ({text})"
+            )
+        by_kind.setdefault(_SLURM_AFTER[parsed.when], []).append(str(parsed.job_id))
+    return ",".join(f"{kind}:{':'.join(ids)}" for kind, ids in by_kind.items())
+
+
 def directives(spec: JobSpec, partition: str | None = None) -> list[str]:
     """The #SBATCH lines."""
     name = job_name(spec)
@@ -90,6 +112,9 @@ def directives(spec: JobSpec, partition: str | None = None) -> list[str]:
         lines.append(f"--nice={-spec.priority}")
     if partition is not None:
         lines.append(f"--partition={partition}")
+    after = dependency(spec.after)
+    if after is not None:
+        lines += [f"--dependency={after}", "--kill-on-invalid-dep=yes"]
     return [f"#SBATCH {line}" for line in lines]
 
 
