@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from trainq.commands import Context
 
 HIDDEN = "<hidden>"  # how trainqd shows another user's environment and hyperparameter values
+# What `private_data = true` hides of another user's job besides those values.
+PRIVATE_FIELDS = ("command", "image", "working_dir", "source_dir")
 
 
 def spec_of(client: Client, job_id: int) -> dict[str, Any]:
@@ -23,6 +25,12 @@ def spec_of(client: Client, job_id: int) -> dict[str, Any]:
     spec = record.get("spec") if isinstance(record, dict) else None
     if not isinstance(spec, dict):
         raise Unavailable(f"trainqd sent no spec for job {job_id}")
+    private = [key for key in PRIVATE_FIELDS if spec.get(key) in (HIDDEN, [HIDDEN])]
+    if private:  # trainqd's private_data: what the job runs is its owner's and admins' alone
+        raise InvalidSpec(
+            f"{', '.join(private)}: hidden from you (job {job_id} is not yours and this trainqd "
+            "keeps what jobs run private); copy a job of yours"
+        )
     env = spec.get("environment")
     if isinstance(env, dict) and env.get("PATH") == HIDDEN:
         # The submitter's PATH, which `submit` adds: the copy gets the caller's, as it would.

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from trainq.again import spec_of
 from trainq.core.errors import InvalidRequest, InvalidSpec
 from trainq.core.export.common import TARGETS
 from trainq.specfile import (
@@ -40,10 +41,6 @@ from trainq.specfile import (
 if TYPE_CHECKING:  # pydantic is imported when the command runs, not when it is registered
     from trainq.commands import Context
     from trainq.core.spec import JobSpec
-
-# What trainqd shows in place of an environment value the caller may not see (views.py).
-HIDDEN = "<hidden>"
-
 
 # A NamedTuple, not a dataclass: every `trainq` command imports this module (to register
 # `export`), and a dataclass costs start-up time (see trainq.specfile).
@@ -78,17 +75,7 @@ def job_spec(ctx: Context, request: ExportRequest) -> JobSpec:
     if request.job is not None:
         if request.spec_file is not None:
             raise InvalidRequest("give either JOB or -f SPEC, not both")
-        _, record = ctx.client().request("GET", f"/v1/jobs/{request.job}")
-        data = record.get("spec")
-        if not isinstance(data, dict):
-            raise InvalidRequest(f"trainqd sent no spec for job {request.job}")
-        for field in ("environment", "hyperparameters"):
-            hidden = sorted(k for k, v in (data.get(field) or {}).items() if v == HIDDEN)
-            if hidden:
-                raise InvalidSpec(
-                    f"{field}: the values of {', '.join(hidden)} are hidden from you "
-                    f"(job {request.job} is not yours)"
-                )
+        data = spec_of(ctx.client(), request.job)  # refused if anything is hidden
         if data.get("after"):
             raise InvalidSpec(
                 f"after: job {request.job} waits for trainq jobs, whose ids mean nothing "

@@ -73,6 +73,12 @@ def test_other_users_see_nothing_of_what_a_job_runs(
     assert shown["spec"]["command"] == ["<hidden>"]
     assert shown["spec"]["gpus"] == 0
 
+    # Nor can a copy of it tell what it runs.
+    for command in (("submit", "--like", str(job_id)), ("export", str(job_id), "--to", "slurm")):
+        copied = trainq_as(daemon, accounts.bob, *command)
+        assert copied.returncode == 2, copied.stdout
+        assert "hidden from you" in copied.stderr
+        assert marker not in copied.stdout + copied.stderr
     # The owner and an admin see it whole.
     for viewer in (accounts.alice, accounts.carol):
         whole = trainq_as(daemon, viewer, "show", "--json", str(job_id))
