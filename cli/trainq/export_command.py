@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pydantic is imported when the command runs, not when it is 
     from trainq.commands import Context
     from trainq.core.spec import JobSpec
 
+
 # A NamedTuple, not a dataclass: every `trainq` command imports this module (to register
 # `export`), and a dataclass costs start-up time (see trainq.specfile).
 class ExportRequest(NamedTuple):
