@@ -280,6 +280,16 @@ def submit(
             "submit one job per point of the grid of these values (repeatable; one group)",
         ),
     ] = None,
+    metric: Annotated[
+        list[str] | None,
+        _repeated(
+            "--metric",
+            "NAME=REGEX",
+            KEY_VALUE,
+            "a metric read from the job's output: each match of REGEX, its first group the "
+            "value (repeatable)",
+        ),
+    ] = None,
     channel: Annotated[
         list[str] | None,
         _repeated(
@@ -344,6 +354,7 @@ def submit(
         max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
         engine=engine, workdir=workdir, wait=wait, json=json,
         command_argv=list(command_argv or []), sweep=list(sweep or []),
+        metric=list(metric or []),
     )  # fmt: skip
 
 
@@ -428,6 +439,23 @@ def logs(
     return _parsed(
         ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt
     )
+
+
+@app.command(short_help="a job's metrics: latest, best, a plot", context_settings=JOB_COMMAND)
+def metrics(
+    ctx: typer.Context,
+    *,
+    job: AnyJob,
+    attempt: Annotated[
+        int | None,
+        typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
+    ] = None,
+    json: Json = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """A job's metrics, read from its output (metric_definitions, --metric) and from
+    /opt/ml/output/metrics.jsonl: each one's latest and best value and a plot of its series."""
+    return _parsed(ctx, "metrics", socket=socket, job=job, attempt=attempt, json=json)
 
 
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)

@@ -50,7 +50,14 @@ from trainq.core.paths import client_socket
 
 if TYPE_CHECKING:
     from trainq.core.spec import JobSpec
-    from trainq.core.wire import EventRecord, GroupStopped, JobRecord, SubmittedGroup, UserList
+    from trainq.core.wire import (
+        EventRecord,
+        GroupStopped,
+        JobMetrics,
+        JobRecord,
+        SubmittedGroup,
+        UserList,
+    )
 
 CONNECT_TIMEOUT = 5.0
 BUSY_RETRY_SECONDS = 3.0
@@ -451,6 +458,14 @@ class Client:
 
         _, record = self.request("GET", f"/v1/jobs/{int(job_id)}")
         return JobRecord.model_validate(record)
+
+    def metrics(self, job_id: int) -> JobMetrics:
+        """The job's metric reports: each attempt's series (kept points, count, latest,
+        best). Forbidden for a job whose logs you may not read."""
+        from trainq.core.wire import JobMetrics  # noqa: PLC0415
+
+        _, record = self.request("GET", f"/v1/jobs/{int(job_id)}/metrics")
+        return JobMetrics.model_validate(record)
 
     def users(self) -> UserList:
         """Each user's recent usage (decayed with the fair share half-life), share of all

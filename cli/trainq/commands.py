@@ -161,6 +161,12 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     from trainq.render import job_detail, options_for  # noqa: PLC0415 (rich)
 
     ctx.print(job_detail(job, options_for(ctx.stdout, ctx.environ, ctx.now())))
+    if job.get("attempts"):
+        from trainq import metric_lines  # noqa: PLC0415
+
+        lines = metric_lines.for_show(ctx, int(job["id"]))
+        if lines:
+            ctx.print(lines)
     return 0
 
 
@@ -224,6 +230,13 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     return export_command.export(ctx, args)
 
 
+def metrics(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/jobs/{id}/metrics: latest and best values and a plot (trainq.metric_lines)."""
+    from trainq import metric_lines  # noqa: PLC0415
+
+    return metric_lines.run(ctx, args)
+
+
 def _sharing(name: str) -> Command:
     """A command of trainq.sharing_commands, imported when it runs."""
 
@@ -249,5 +262,6 @@ COMMANDS: dict[str, Command] = {
     "users": users,
     "top": top,
     "export": export,
+    "metrics": metrics,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

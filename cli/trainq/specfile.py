@@ -58,6 +58,7 @@ class SubmitFlags(NamedTuple):
     engine: str | None = None
     working_dir: str | None = None
     command: Sequence[str] = ()
+    metrics: Sequence[tuple[str, str]] = ()  # --metric NAME=REGEX
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -78,6 +79,7 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         engine=args.engine,
         working_dir=args.workdir,
         command=command,
+        metrics=getattr(args, "metric", None) or (),
     )
 
 
@@ -271,6 +273,16 @@ def _resolve_channels(channels: dict[str, Any], cwd: Path, environ: Mapping[str,
             channels[name] = {**channel, "source": resolve_path(channel["source"], cwd, environ)}
 
 
+def _add_metrics(spec: dict[str, Any], metrics: Sequence[tuple[str, str]]) -> None:
+    """`--metric NAME=REGEX` over the file's metric_definitions: same name, replaced."""
+    defined = spec.get("metric_definitions") or []
+    if not isinstance(defined, list):
+        raise InvalidSpec("--metric: the spec's metric_definitions is not a list")
+    named = {name for name, _ in metrics}
+    kept = [d for d in defined if not (isinstance(d, dict) and d.get("name") in named)]
+    spec["metric_definitions"] = kept + [{"name": n, "regex": r} for n, r in metrics]
+
+
 def build_spec(
     file_data: Mapping[str, Any] | None,
     flags: SubmitFlags,
@@ -300,6 +312,9 @@ def build_spec(
         hps = _table(spec, "hyperparameters", "--hp")
         hps.update(flags.hyperparameters)
         spec["hyperparameters"] = hps
+
+    if flags.metrics:
+        _add_metrics(spec, flags.metrics)
 
     if flags.environment:
         env = _table(spec, "environment", "--env")

@@ -23,6 +23,7 @@ from trainq.core.wire import (
     GroupStopped,
     HealthRecord,
     JobList,
+    JobMetrics,
     JobRecord,
     StopRequest,
     SubmittedGroup,
@@ -50,6 +51,7 @@ from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.group_commit import GroupCommit
 from trainqd.jobdir import JobDirs
 from trainqd.leftovers import job_of_process
+from trainqd.metric_watch import MetricWatch
 from trainqd.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from trainqd.metrics import Metrics
 from trainqd.report import period_seconds, usage_report
@@ -105,6 +107,7 @@ class Api:
     devices: Mapping[int, GpuDevice]
     config: Config
     sampler: Sampler
+    metric_watch: MetricWatch
     authorizer: Authorizer
     instance: str
     metrics: Metrics
@@ -341,6 +344,12 @@ class Api:
         )
         return StreamResponse("text/plain; charset=utf-8", chunks)
 
+    async def job_metrics(self, request: Request) -> Response:
+        job = self.store.get(self._job_id(request))
+        # Metrics come from the job's output: whoever may read its logs may read them.
+        self.authorizer.require_manage(request.caller.uid, job, "read the metrics of")
+        return Response(200, await self.metric_watch.job_metrics(job))
+
     async def events(self, request: Request) -> StreamResponse:
         job_id = request.query_int("job", None, min=1)
         if job_id is not None:
@@ -497,6 +506,13 @@ class Api:
                         "attempt", "integer", "one attempt (default: the latest)", minimum=1
                     ),
                 ],
+            ),
+            Route(
+                "GET",
+                f"/v1/jobs/{job_id}/metrics",
+                self.job_metrics,
+                "A job's metric reports, every kept point of each attempt",
+                response_model=JobMetrics,
             ),
             Route("GET", "/v1/gpus", self.gpus, "The GPU inventory", response_model=GpuList),
             Route(

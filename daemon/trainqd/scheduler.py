@@ -38,6 +38,7 @@ from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.jobdir import JobDirs
 from trainqd.launch import LaunchSettings
 from trainqd.launcher import Launcher
+from trainqd.metric_watch import MetricWatch
 from trainqd.policy import SharingPolicy
 from trainqd.reconcile import reconcile
 from trainqd.slurm_backend import SlurmBackend
@@ -153,6 +154,7 @@ class Scheduler:
         self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
         self._launch_retry_at: float | None = None  # a launch the full disk refused
         self.sampler = sampling.new_sampler(config, gpus)  # GPU use of running jobs
+        self.metric_watch = MetricWatch(store, dirs)  # metrics the trainers report
         self.ends = AttemptEnds(
             store=store,
             dirs=dirs,
@@ -233,6 +235,7 @@ class Scheduler:
                         deadlines=self.deadlines,
                     )
                 tg.start_soon(sampling.watch, self)
+                tg.start_soon(self.metric_watch.run)
                 task_status.started()
                 while True:
                     usage = await self._gpu_usage()

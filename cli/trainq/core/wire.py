@@ -245,3 +245,25 @@ class ErrorDetail(_Wire):
 
 class ErrorBody(_Wire):
     error: ErrorDetail
+
+
+class MetricSeriesRecord(_Wire):
+    """One metric of one attempt: its kept points (the first, the latest and evenly thinned
+    ones between), how many reports it had, its latest and its best."""
+
+    points: list[tuple[float, float]] = Field(default_factory=list)  # (step, value)
+    count: int = 0
+    direction: Literal["minimize", "maximize"] = "minimize"
+    latest: tuple[float, float] | None = None
+    best: float | None = None
+
+
+class AttemptMetricsRecord(_Wire):
+    number: int
+    series: dict[str, MetricSeriesRecord] = Field(default_factory=dict)
+    dropped: int = 0  # reports of metrics beyond the limit of series per attempt
+
+
+class JobMetrics(_Wire):
+    job_id: int
+    attempts: list[AttemptMetricsRecord] = Field(default_factory=list)
