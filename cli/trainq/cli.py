@@ -526,10 +526,12 @@ GpuIndices = Annotated[
 ]
 
 
-@app.command(short_help="keep pending jobs from starting", context_settings=JOB_COMMAND)
+@app.command(short_help="keep jobs from starting; pause running ones", context_settings=JOB_COMMAND)
 def hold(ctx: typer.Context, jobs: Jobs, socket: Socket = None) -> argparse.Namespace:
     """Keep pending jobs from starting until `trainq release` (your own jobs; an admin's
-    hold is an admin's to release)."""
+    hold is an admin's to release). A running job is paused: stopped with its grace, its
+    GPUs freed and its checkpoints kept, and queued again held; `trainq release` resumes
+    it as its next attempt, no retry spent."""
     return _parsed(ctx, "hold", socket=socket, jobs=jobs)
 
 

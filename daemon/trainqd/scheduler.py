@@ -101,6 +101,8 @@ class JobControl(Protocol):
 
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow: ...
 
+    def pause(self, job_id: int, uid: int) -> JobRow: ...
+
     async def stop_many(
         self, jobs: Sequence[JobRow], uid: int, grace: float | None
     ) -> tuple[list[int], int]: ...
@@ -392,6 +394,9 @@ class Scheduler:
 
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow:
         return self.stopping.stop(job_id, uid, grace)
+
+    def pause(self, job_id: int, uid: int) -> JobRow:
+        return self.stopping.pause(job_id, uid)
 
     async def stop_many(
         self, jobs: Sequence[JobRow], uid: int, grace: float | None

@@ -83,6 +83,7 @@ class JobChanges:
     not_before: float | None = None  # retry backoff: not startable before this time
     lost_count: int | None = None
     preempted_count: int | None = None
+    held_by: str | None = None  # a paused job comes back to the queue held
 
     def assignments(self) -> list[tuple[str, object]]:
         return [(f"{name}=?", value) for name, value in asdict(self).items() if value is not None]
