@@ -22,6 +22,7 @@ UNDO: dict[int, tuple[str, ...]] = {
             for column in ("group_id", "held_by", "boost", "preempted_count")
         ),
     ),
+    6: ("DROP TABLE tune_trials", "DROP TABLE tunes"),
 }
 
 

@@ -458,6 +458,35 @@ def metrics(
     return _parsed(ctx, "metrics", socket=socket, job=job, attempt=attempt, json=json)
 
 
+@app.command(short_help="tuning experiments: start (-f SPEC), ls, show, stop")
+def tune(
+    ctx: typer.Context,
+    *,
+    action: Annotated[
+        str | None, typer.Argument(metavar="[ls|show ID|stop ID]", show_default=False)
+    ] = None,
+    tune_id: Annotated[
+        int | None, typer.Argument(metavar="ID", parser=JOB_ID, show_default=False)
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option("-f", "--file", metavar="SPEC", help="spec file with a [tune] table"),
+    ] = None,
+    json: Json = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Tuning experiments. `trainq tune -f SPEC` starts one (a job spec with a [tune] table)
+    and prints its id; `ls` lists them; `show ID` its trials sorted by the objective, the best
+    one's model directory and the objective's curves; `stop ID` stops it and its trials."""
+    if action not in (None, "ls", "show", "stop"):
+        raise _UsageError(f"argument ACTION: invalid choice: {action!r} (ls, show, stop)", ctx)
+    if action in ("show", "stop") and tune_id is None:
+        raise _UsageError(f"`trainq tune {action}` needs a tune id", ctx)
+    if action is None and file is None:
+        raise _UsageError("`trainq tune` needs -f SPEC (or ls, show ID, stop ID)", ctx)
+    return _parsed(ctx, "tune", socket=socket, action=action, tune=tune_id, file=file, json=json)
+
+
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)
 def wait(
     ctx: typer.Context,

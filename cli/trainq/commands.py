@@ -237,6 +237,13 @@ def metrics(ctx: Context, args: argparse.Namespace) -> int:
     return metric_lines.run(ctx, args)
 
 
+def tune(ctx: Context, args: argparse.Namespace) -> int:
+    """/v1/tunes: start, list, show, stop tuning experiments (trainq.tune_command)."""
+    from trainq import tune_command  # noqa: PLC0415
+
+    return tune_command.run(ctx, args)
+
+
 def _sharing(name: str) -> Command:
     """A command of trainq.sharing_commands, imported when it runs."""
 
@@ -263,5 +270,6 @@ COMMANDS: dict[str, Command] = {
     "top": top,
     "export": export,
     "metrics": metrics,
+    "tune": tune,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

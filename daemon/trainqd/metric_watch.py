@@ -175,7 +175,9 @@ class MetricWatch:
         """Every attempt's kept points: a running one's as last read, an ended one's from
         its file (read from its output first if no trainqd has yet)."""
         directions = _directions(job.spec)
-        known = {n: s for (j, n), s in self._snapshots.items() if j == job.id}
+        # Only the running attempt's snapshot is current: an ended one is read to its end.
+        live = job.attempt_count if job.state in _LIVE else None
+        known = {n: s for (j, n), s in self._snapshots.items() if j == job.id and n == live}
         wanted = [n for n in range(1, job.attempt_count + 1) if n not in known]
         if wanted:
             async with self._reading:
@@ -194,6 +196,10 @@ class MetricWatch:
         for number in numbers:
             tracked = self._tracked.get((job.id, number))
             if tracked is not None:
+                if not tracked.reader.metrics.final and not (
+                    job.state in _LIVE and number == job.attempt_count
+                ):
+                    _read_to_end(tracked.reader)  # ended before the next pass saw it
                 out[number] = tracked.reader.metrics.to_json()
                 continue
             if job.state in _LIVE and number == job.attempt_count:

@@ -68,6 +68,8 @@ from trainqd.submissions import (
     judged_alike,
     parse_specs,
 )
+from trainqd.tune_routes import TuneRoutes
+from trainqd.tuner import Tuner
 from trainqd.views import job_record
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
@@ -113,15 +115,19 @@ class Api:
     metrics: Metrics
     started_at: float
     stopping: bool = False
+    tuner: Tuner | None = None  # tuning experiments (tune_routes.py)
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _commits: GroupCommit | None = field(default=None, init=False, repr=False)
     # Jobs each user has in submissions not yet committed (max_unfinished_jobs_per_user).
     _submitting: dict[int, int] = field(default_factory=dict, init=False, repr=False)
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
+    tunes: TuneRoutes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
+        if self.tuner is not None:
+            self.tunes = TuneRoutes(self, self.tuner)
 
     def _reveal(self, uid: int, job: JobRow) -> bool:
         return self.authorizer.may_see_details(uid, job)
@@ -560,4 +566,5 @@ class Api:
             ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
             *self.sharing.routes(),
+            *(self.tunes.routes() if self.tunes is not None else []),
         ]

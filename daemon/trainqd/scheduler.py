@@ -44,6 +44,7 @@ from trainqd.reconcile import reconcile
 from trainqd.slurm_backend import SlurmBackend
 from trainqd.stopping import Stopping
 from trainqd.store import JobRow, Store
+from trainqd.tuner import Tuner
 from trainqd.unrecorded import FIRST_PAUSE, Backlog
 from trainqd.watcher import MonitorWatcher, Watcher, WatcherFactory
 
@@ -187,6 +188,14 @@ class Scheduler:
             default_grace=config.default_stop_grace_seconds,
             changed=self._changed,
         )
+        # Tuning experiments: their trials are jobs like any other (tuner.py).
+        self.tuner = Tuner(
+            store=store,
+            metric_watch=self.metric_watch,
+            stopping=self.stopping,
+            submitted=self.submitted,
+            max_unfinished=config.max_unfinished_jobs_per_user,
+        )
         # Classes, fair share and preemption (policy.py); the limits include the classes'.
         self.policy = SharingPolicy(config, store, self.stopping)
         self.limits = self.policy.limits
@@ -238,6 +247,7 @@ class Scheduler:
                     )
                 tg.start_soon(sampling.watch, self)
                 tg.start_soon(self.metric_watch.run)
+                tg.start_soon(self.tuner.run)
                 task_status.started()
                 while True:
                     usage = await self._gpu_usage()

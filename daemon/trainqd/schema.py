@@ -1,7 +1,7 @@
 """The state database's schema. Bump SCHEMA_VERSION with every change and migrate forward in
 Store._migrate; a database from a newer trainqd is refused rather than misread."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # What a paged listing filters on, each in id order so that a page is a range scan.
 LIST_INDEXES = (
@@ -18,6 +18,34 @@ SHARING = (
         since REAL NOT NULL
     )""",
     """CREATE INDEX jobs_group_id ON jobs(group_id, id)""",
+)
+
+# Tuning experiments (tune_store.py): each tune, and each of its trials with its job.
+TUNES = (
+    """CREATE TABLE tunes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner_uid INTEGER NOT NULL,
+        owner_gid INTEGER NOT NULL,
+        owner_user TEXT NOT NULL,
+        request TEXT NOT NULL,
+        state TEXT NOT NULL,
+        group_id INTEGER,
+        created_at REAL NOT NULL,
+        ended_at REAL,
+        reason TEXT
+    )""",
+    """CREATE TABLE tune_trials (
+        tune_id INTEGER NOT NULL REFERENCES tunes(id),
+        number INTEGER NOT NULL,
+        job_id INTEGER NOT NULL,
+        params TEXT NOT NULL,
+        state TEXT NOT NULL,
+        value REAL,
+        best REAL,
+        step REAL,
+        reason TEXT,
+        PRIMARY KEY (tune_id, number)
+    )""",
 )
 
 SCHEMA = (
@@ -80,6 +108,7 @@ SCHEMA = (
     """CREATE INDEX events_job ON events(job_id, id)""",
     *LIST_INDEXES,
     *SHARING,
+    *TUNES,
 )
 
 # The statements that bring a database of version N-1 to version N, run in order.
@@ -105,4 +134,5 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE jobs ADD COLUMN preempted_count INTEGER NOT NULL DEFAULT 0",
         *SHARING,
     ),
+    6: TUNES,
 }

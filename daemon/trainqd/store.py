@@ -18,7 +18,7 @@ import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,7 @@ class NewJobs:
     specs: Sequence[JobSpec]
     owner: JobOwner
     grouped: bool = False
+    group: int | None = None  # an existing group the jobs join (a tune's later trials)
     # The specs as stored (`model_dump_json`), when the caller made them off the event loop.
     spec_json: Sequence[str] | None = None
 
@@ -192,6 +193,22 @@ class Store:
         with self._tx():
             self._db.execute("INSERT INTO meta(key, value) VALUES ('instance', ?)", (made,))
         return made
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction, for the modules whose tables are their own (tune_store.py)."""
+        return self._tx()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        return self._db
+
+    def insert_jobs(self, submission: NewJobs, now: float) -> list[JobRow]:
+        """A submission's rows inside the caller's `transaction()`; kept in memory once the
+        caller has committed, by `remember`."""
+        return self._insert(submission, now)
+
+    def remember(self, jobs: Sequence[JobRow]) -> None:
+        self._unfinished.update((job.id, job) for job in jobs)
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -530,10 +547,10 @@ class Store:
             spec = specs[n]
             return (spec.name, pending, spec.priority, *head, texts[n], now, group)
 
-        first = self._db.execute(sql, values(0, None)).lastrowid
+        first = self._db.execute(sql, values(0, submission.group)).lastrowid
         assert first is not None
-        group = first if submission.grouped else None
-        if group is not None:
+        group = first if submission.grouped else submission.group
+        if submission.grouped:
             self._db.execute("UPDATE jobs SET group_id=? WHERE id=?", (group, first))
         self._db.executemany(sql, (values(n, group) for n in range(1, len(specs))))
         # AUTOINCREMENT under the write lock: the ids are consecutive from the first.

@@ -267,3 +267,40 @@ class AttemptMetricsRecord(_Wire):
 class JobMetrics(_Wire):
     job_id: int
     attempts: list[AttemptMetricsRecord] = Field(default_factory=list)
+
+
+class TrialRecord(_Wire):
+    """One trial of a tune: an ordinary job of the tune's owner."""
+
+    number: int
+    job_id: int
+    job_state: JobState | None = None
+    params: dict[str, str | bool | int | float] | None = None  # None: not yours to see
+    state: Literal["running", "completed", "pruned", "failed", "stopped"]
+    value: float | None = None  # the objective's last report
+    best: float | None = None  # its best report
+    step: float | None = None  # the step of the last report
+    reason: str | None = None  # why it ended, as its job's stop or failure reason says
+    model_dir: str | None = None  # where its model is (the owner's and admins' to see)
+
+
+class TuneRecord(_Wire):
+    id: int
+    owner: Owner
+    state: Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
+    reason: str | None = None
+    objective: str
+    direction: Literal["minimize", "maximize"]
+    search: str
+    early_stopping: str
+    max_trials: int
+    max_parallel: int
+    group_id: int | None = None
+    created_at: datetime
+    ended_at: datetime | None = None
+    trials: list[TrialRecord] = Field(default_factory=list)
+    best_trial: int | None = None  # the number of the trial with the best objective
+
+
+class TuneList(_Wire):
+    tunes: list[TuneRecord]
