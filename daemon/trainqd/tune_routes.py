@@ -100,7 +100,8 @@ class TuneRoutes:
         )
 
     def _check_limits(self, request: TuneRequest) -> None:
-        """max_parallel within what the owner may run at once, and the host's GPUs."""
+        """max_parallel within what the owner may run at once (beyond the host's GPUs, the
+        trials queue as any jobs do, and fair share orders them among others' jobs)."""
         config, settings, spec = self.api.config, request.tune, request.spec
         parallel = settings.max_parallel
         if config.max_running_jobs_per_user and parallel > config.max_running_jobs_per_user:
@@ -113,11 +114,6 @@ class TuneRoutes:
             raise InvalidSpec(
                 f"max_parallel {parallel} trials of {spec.gpus} GPUs need {gpus}, beyond the "
                 f"{config.max_gpus_per_user} a user may hold (max_gpus_per_user)"
-            )
-        if spec.gpus and gpus > len(self.api.devices):
-            raise InvalidSpec(
-                f"max_parallel {parallel} trials of {spec.gpus} GPUs need {gpus}; this host "
-                f"has {len(self.api.devices)}"
             )
 
     async def create(self, request: Request) -> Response:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon
+from tests.daemon import Daemon, running_daemon
 from tests.helpers import wait_for
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tune"
@@ -168,8 +168,8 @@ def test_kill_9_of_trainqd_loses_no_trial_and_repeats_none(daemon: Daemon, tmp_p
             "a grid search needs discrete ranges: lr is uniform",
         ),
         (
-            {"objective": "val_loss", "max_parallel": 8, "space": {"lr": {"uniform": [0, 1]}}},
-            "max_parallel 8 trials of 1 GPUs need 8; this host has 4",
+            {"objective": "val_loss", "max_parallel": 65, "space": {"lr": {"uniform": [0, 1]}}},
+            "max_parallel",
         ),
         (
             {"objective": "val_loss", "space": {"lr": {"loguniform": [0, 1]}}},
@@ -236,3 +236,78 @@ def test_optuna_is_loaded_only_once_a_tune_exists(daemon: Daemon, tmp_path: Path
         space={"layers": {"int": [2, 3]}},
     )
     wait_for(lambda: loaded(daemon, "numpy"), timeout=30, what="Optuna to be imported")
+
+
+def test_stopping_a_tune_stops_its_trials(daemon: Daemon, tmp_path: Path) -> None:
+    tune = start(
+        daemon,
+        base_spec(tmp_path, epochs=200, epoch_seconds=0.5),
+        objective="val_loss",
+        search="random",
+        max_trials=8,
+        max_parallel=2,
+        space={"lr": {"loguniform": [1e-3, 1e-1]}},
+    )
+
+    def two_running() -> bool:
+        trials = daemon.get(f"/v1/tunes/{tune['id']}").json()["trials"]
+        return [t["job_state"] for t in trials] == ["RUNNING", "RUNNING"]
+
+    wait_for(two_running, timeout=30, what="two trials to run")
+    stopped = daemon.cli("tune", "stop", str(tune["id"]))
+    assert (stopped.returncode, stopped.stdout) == (0, "STOPPED\n"), stopped.stderr
+    done = daemon.get(f"/v1/tunes/{tune['id']}").json()
+    assert (done["state"], done["reason"]) == ("STOPPED", "stopped by root")
+    for trial in done["trials"]:
+        job = daemon.wait_state(trial["job_id"])
+        assert (job["state"], job["stop_reason"]) == (
+            "STOPPED",
+            f"stopped by tune {tune['id']}: the tune ended",
+        )
+    assert len(daemon.get(f"/v1/tunes/{tune['id']}").json()["trials"]) == 2
+
+
+def test_a_tune_gives_up_after_max_failures(daemon: Daemon, tmp_path: Path) -> None:
+    spec = base_spec(tmp_path)
+    spec["command"] = [sys.executable, "-c", "import sys; sys.exit(1)"]
+    tune = start(
+        daemon,
+        spec,
+        objective="val_loss",
+        search="random",
+        max_trials=10,
+        max_parallel=1,
+        max_failures=1,
+        space={"lr": {"loguniform": [1e-3, 1e-1]}},
+    )
+    done = ended(daemon, tune["id"])
+    assert (done["state"], done["reason"]) == (
+        "FAILED",
+        "2 trials failed, over max_failures (1)",
+    )
+    assert [t["state"] for t in done["trials"]] == ["failed", "failed"]
+
+
+def test_max_parallel_beyond_the_users_limits_is_refused(tmp_path: Path) -> None:
+    config = {"max_running_jobs_per_user": 2, "max_gpus_per_user": 3}
+    with running_daemon(gpus="fake:4", config=config) as daemon:
+        for parallel, says in (
+            (3, "max_parallel 3 is beyond the 2 running jobs a user may have"),
+            (2, "max_parallel 2 trials of 2 GPUs need 4, beyond the 3 a user may hold"),
+        ):
+            spec = {**base_spec(tmp_path), "gpus": 2 if parallel == 2 else 1}
+            response = daemon.post(
+                "/v1/tunes",
+                json={
+                    "spec": spec,
+                    "tune": {
+                        "objective": "val_loss",
+                        "max_parallel": parallel,
+                        "space": {"lr": {"uniform": [0, 1]}},
+                    },
+                },
+            )
+            assert response.status_code == 400, response.text
+            assert says in response.json()["error"]["message"]
+        assert daemon.get("/v1/tunes").json()["tunes"] == []
+        assert daemon.get("/v1/jobs", params={"all": "true"}).json()["total"] == 0
