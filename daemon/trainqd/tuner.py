@@ -35,6 +35,7 @@ from trainqd.store import JobOwner, JobRow, Store
 from trainqd.tune_store import TrialRow, TrialState, TuneRow, TuneStore
 
 POLL = 1.0
+MAX_STEP = 2**53
 STOPPED_BY_TUNE = "stopped by tune "
 log = structlog.get_logger("trainqd.tuner")
 
@@ -202,14 +203,16 @@ class Tuner:
                 self._max_unfinished
             ):
                 break  # the owner's queue is full: the next trial waits for room
-            self._ask(live)
+            await self._ask(live)
         if not live.open and live.asked >= trials_allowed(settings):
             await self._end(live, "COMPLETED", f"{live.asked} trials run")
 
-    def _ask(self, live: _Live) -> None:
+    async def _ask(self, live: _Live) -> None:
         tune, number = live.tune, live.asked
         live.study.sampler = _sampler(tune.request.tune, number)
-        handle = live.study.ask(live.distributions)
+        # TPE fits a model of every trial so far: off the event loop (the lock keeps the
+        # study to one thread at a time).
+        handle = await anyio.to_thread.run_sync(live.study.ask, live.distributions)
         params = dict(handle.params)
         spec = trial_spec(tune, number, params)
         job = self.tunes.add_trial(tune, number, params, spec, time.time())
@@ -255,7 +258,8 @@ class Tuner:
         metrics = await self._watch.job_metrics(job)
         points = objective_series([a.series for a in metrics.attempts], settings.objective)
         for step, value in points:
-            if int(step) not in trial.reported:
+            # Steps are the trainer's to print: Optuna takes whole steps from 0 only.
+            if 0 <= step < MAX_STEP and int(step) not in trial.reported:
                 trial.reported.add(int(step))
                 trial.handle.report(value, int(step))
         ended = job.state in TERMINAL

@@ -311,3 +311,36 @@ def test_max_parallel_beyond_the_users_limits_is_refused(tmp_path: Path) -> None
             assert says in response.json()["error"]["message"]
         assert daemon.get("/v1/tunes").json()["tunes"] == []
         assert daemon.get("/v1/jobs", params={"all": "true"}).json()["total"] == 0
+
+
+# Reports steps Optuna cannot take and values that are no numbers, then real ones.
+HOSTILE = """
+import json, os
+path = os.path.join(os.environ["SAGEMAKER_BASE_DIR"], "output", "metrics.jsonl")
+with open(path, "w") as f:
+    for step, value in ((-3, 0.5), (1e300, 0.4), (-0.5, 0.3), (1, "nan")):
+        f.write(json.dumps({"step": step, "val_loss": value}) + "\\n")
+print("epoch 1 val_loss=1e999", flush=True)
+for epoch in (1, 2):
+    print(f"epoch {epoch} val_loss={1.0 / epoch}", flush=True)
+"""
+
+
+def test_a_trial_printing_nonsense_does_not_stall_its_tune(daemon: Daemon, tmp_path: Path) -> None:
+    spec = base_spec(tmp_path)
+    spec["command"] = [sys.executable, "-c", HOSTILE]
+    tune = start(
+        daemon,
+        spec,
+        objective="val_loss",
+        search="random",
+        early_stopping="median",
+        max_trials=3,
+        max_parallel=3,
+        space={"lr": {"uniform": [0.1, 0.2]}},
+    )
+    done = ended(daemon, tune["id"])
+    assert done["state"] == "COMPLETED"
+    assert [t["state"] for t in done["trials"]] == ["completed"] * 3
+    assert {t["value"] for t in done["trials"]} == {0.5}
+    assert "tune step failed" not in daemon.log()
