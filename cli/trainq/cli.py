@@ -472,19 +472,26 @@ def tune(
         str | None,
         typer.Option("-f", "--file", metavar="SPEC", help="spec file with a [tune] table"),
     ] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option("--plot", metavar="FILE.png", help="show: write the curves as an image"),
+    ] = None,
     json: Json = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Tuning experiments. `trainq tune -f SPEC` starts one (a job spec with a [tune] table)
     and prints its id; `ls` lists them; `show ID` its trials sorted by the objective, the best
-    one's model directory and the objective's curves; `stop ID` stops it and its trials."""
+    one's model directory and the objective's curves (`--plot FILE.png`: as an image); `stop
+    ID` stops it and its trials."""
     if action not in (None, "ls", "show", "stop"):
         raise _UsageError(f"argument ACTION: invalid choice: {action!r} (ls, show, stop)", ctx)
     if action in ("show", "stop") and tune_id is None:
         raise _UsageError(f"`trainq tune {action}` needs a tune id", ctx)
     if action is None and file is None:
         raise _UsageError("`trainq tune` needs -f SPEC (or ls, show ID, stop ID)", ctx)
-    return _parsed(ctx, "tune", socket=socket, action=action, tune=tune_id, file=file, json=json)
+    return _parsed(
+        ctx, "tune", socket=socket, action=action, tune=tune_id, file=file, json=json, plot=plot
+    )
 
 
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)

@@ -5,6 +5,7 @@ sorted by the objective, the best trial's model directory, the objective's curve
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from trainq.commands import Context
@@ -14,6 +15,7 @@ from trainq.metric_lines import number, sparkline, step_text
 from trainq.specfile import SubmitFlags, build_spec, load_spec_file
 
 CURVES = 10  # trials whose curves `show` draws
+PLOTTED = 100  # trials whose curves --plot draws
 
 
 def start(ctx: Context, args: argparse.Namespace) -> int:
@@ -71,17 +73,28 @@ def _params(trial: dict[str, Any]) -> str:
     )
 
 
-def _curve(ctx: Context, tune: dict[str, Any], trial: dict[str, Any]) -> str:
+def _curve(ctx: Context, tune: dict[str, Any], trial: dict[str, Any]) -> list[tuple[float, float]]:
+    """The trial's objective, (step, value) over its attempts; empty if not yours to read."""
     try:
         _, body = ctx.client().request("GET", f"/v1/jobs/{trial['job_id']}/metrics")
     except TrainqError:
-        return ""
-    values = [
-        point[1]
+        return []
+    return [
+        (float(point[0]), float(point[1]))
         for attempt in body.get("attempts") or []
         for point in (attempt.get("series") or {}).get(tune["objective"], {}).get("points") or []
     ]
-    return sparkline(values, width=30)
+
+
+def _plot(ctx: Context, tune: dict[str, Any], trials: list[dict[str, Any]], path: str) -> None:
+    from trainq import curve_png  # noqa: PLC0415 (only with --plot)
+
+    curves = [_curve(ctx, tune, t) for t in trials[:PLOTTED]]
+    numbers = [t["number"] for t in trials[:PLOTTED]]
+    best = tune.get("best_trial")
+    target = Path(path) if ctx.cwd is None else ctx.cwd / path
+    curve_png.write(target, curves, numbers.index(best) if best in numbers else None)
+    ctx.say(f"wrote the curves of {len(curves)} trials to {target}")
 
 
 def show(ctx: Context, args: argparse.Namespace) -> int:
@@ -109,11 +122,15 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         )
         if trial.get("reason") and trial["state"] != "completed":
             lines.append(f"{'':>11}{trial['reason']}")
-    curves = [(t, _curve(ctx, tune, t)) for t in trials[:CURVES]]
+    curves = [
+        (t, sparkline([v for _, v in _curve(ctx, tune, t)], width=30)) for t in trials[:CURVES]
+    ]
     if any(curve for _, curve in curves):
         lines.append(f"{tune['objective']} by step:")
         lines.extend(f"  trial {t['number']:>3}  {curve}" for t, curve in curves if curve)
     ctx.print("\n".join(lines))
+    if args.plot:
+        _plot(ctx, tune, trials, args.plot)
     return 0
 
 

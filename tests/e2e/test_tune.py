@@ -88,10 +88,12 @@ def test_a_seeded_random_tune_runs_its_trials_as_jobs(daemon: Daemon, tmp_path: 
     )
     assert [t["params"] for t in again["trials"]] == [t["params"] for t in trials]
 
-    shown = daemon.cli("tune", "show", str(tune["id"]))
+    shown = daemon.cli("tune", "show", str(tune["id"]), "--plot", "curves.png", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"best: trial {best['number']} (job {best['job_id']})" in shown.stdout
     assert "val_loss by step:" in shown.stdout
+    assert shown.stderr == f"trainq: wrote the curves of 4 trials to {tmp_path / 'curves.png'}\n"
+    assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     listed = daemon.cli("tune", "ls")
     assert listed.stdout.count("COMPLETED") == 2
 
