@@ -191,9 +191,11 @@ class Scheduler:
         # Tuning experiments: their trials are jobs like any other (tuner.py).
         self.tuner = Tuner(
             store=store,
+            dirs=dirs,
             metric_watch=self.metric_watch,
             stopping=self.stopping,
             submitted=self.submitted,
+            changed=self._changed,
             max_unfinished=config.max_unfinished_jobs_per_user,
         )
         # Classes, fair share and preemption (policy.py); the limits include the classes'.

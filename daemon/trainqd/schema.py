@@ -44,6 +44,8 @@ TUNES = (
         best REAL,
         step REAL,
         reason TEXT,
+        exploit TEXT,
+        history TEXT NOT NULL DEFAULT '[]',
         PRIMARY KEY (tune_id, number)
     )""",
 )

@@ -124,10 +124,15 @@ class Stopping:
         job = self._store.get(job_id)
         self._authorizer.require_manage(uid, job, "hold")
         who = account(uid).user if uid != job.owner.uid else job.owner.user
+        return self.pause_for(job_id, who, f"{PAUSED_BY}{who}")
+
+    def pause_for(self, job_id: int, who: str, event: str) -> JobRow:
+        """Pause a RUNNING job on `who`'s behalf (its owner's, for a tune), with `event` as
+        the event row's reason. TransitionError if it is no longer running."""
         reason = f"{PAUSED_BY}{who}"
-        self._store.transition(job_id, JobState.STOPPING, time.time(), reason, stop_reason=reason)
+        self._store.transition(job_id, JobState.STOPPING, time.time(), event, stop_reason=reason)
         grace = plan_inputs.grace(self._store.get(job_id), self._default_grace)
-        self._watcher().request_stop(job_id, grace, "preempt", uid)
+        self._watcher().request_stop(job_id, grace, "preempt", None)
         self._changed()
         return self._store.get(job_id)
 

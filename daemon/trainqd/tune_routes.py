@@ -78,6 +78,7 @@ class TuneRoutes:
                     model_dir=str(self.api.dirs.ml_root(trial.job_id) / "model")
                     if reveal
                     else None,
+                    history=list(trial.history) if reveal else None,
                 )
             )
         settings = tune.request.tune

@@ -44,6 +44,9 @@ class TrialRow:
     best: float | None
     step: float | None
     reason: str | None
+    # pbt: the copy under way ({"from": n, "params": {...}}), and each resume's new values.
+    exploit: dict[str, Any] | None = None
+    history: tuple[dict[str, Any], ...] = ()
 
 
 def _tune(row: sqlite3.Row) -> TuneRow:
@@ -70,6 +73,8 @@ def _trial(row: sqlite3.Row) -> TrialRow:
         best=row["best"],
         step=row["step"],
         reason=row["reason"],
+        exploit=None if row["exploit"] is None else json.loads(row["exploit"]),
+        history=tuple(json.loads(row["history"])),
     )
 
 
@@ -140,6 +145,24 @@ class TuneStore:
                 "UPDATE tune_trials SET state=?, value=?, best=?, step=?, reason=?"
                 " WHERE tune_id=? AND number=?",
                 (state, value, best, step, reason, tune_id, number),
+            )
+
+    def set_exploit(self, tune_id: int, number: int, exploit: dict[str, Any]) -> None:
+        with self._store.transaction():
+            self._db.execute(
+                "UPDATE tune_trials SET exploit=? WHERE tune_id=? AND number=?",
+                (json.dumps(exploit), tune_id, number),
+            )
+
+    def exploited(
+        self, tune_id: int, number: int, params: dict[str, Any], history: list[dict[str, Any]]
+    ) -> None:
+        """The copy is done: the trial goes on with `params`."""
+        with self._store.transaction():
+            self._db.execute(
+                "UPDATE tune_trials SET exploit=NULL, params=?, history=?"
+                " WHERE tune_id=? AND number=?",
+                (json.dumps(params), json.dumps(history), tune_id, number),
             )
 
     def end(self, tune_id: int, state: TuneState, now: float, reason: str) -> None:

@@ -29,6 +29,9 @@ from trainq.core.spec import JobSpec, check_name
 from trainq.core.states import TERMINAL, JobState, TransitionError
 from trainq.core.tuning import Dimension, TuneRequest, TuneSettings, as_hyperparameter
 from trainq.core.wire import MetricSeriesRecord
+from trainqd import pbt
+from trainqd.checkpoint_copy_as import copy_as
+from trainqd.jobdir import JobDirs
 from trainqd.metric_watch import MetricWatch
 from trainqd.stopping import Stopping
 from trainqd.store import JobOwner, JobRow, Store
@@ -82,7 +85,7 @@ def _pruner(settings: TuneSettings) -> Any:
         return pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
     if settings.early_stopping == "hyperband":
         return pruners.HyperbandPruner(min_resource=1, reduction_factor=3)
-    return pruners.NopPruner()
+    return pruners.NopPruner()  # none, and pbt (which pauses and copies instead)
 
 
 def trials_allowed(settings: TuneSettings) -> int:
@@ -123,6 +126,8 @@ class _Trial:
     handle: Any  # optuna.Trial
     reported: set[int] = field(default_factory=set)
     told: bool = False
+    latest: tuple[float, float] | None = None  # its objective's last (step, value)
+    perturbed_at: int = 0  # pbt: the last perturbation interval it was ranked at
 
 
 @dataclass
@@ -140,16 +145,20 @@ class Tuner:
         self,
         *,
         store: Store,
+        dirs: JobDirs,
         metric_watch: MetricWatch,
         stopping: Stopping,
         submitted: Callable[[JobRow], None],
+        changed: Callable[[], None],
         max_unfinished: int,
     ) -> None:
         self.store = store
+        self._dirs = dirs
         self.tunes = TuneStore(store)
         self._watch = metric_watch
         self._stopping = stopping
         self._submitted = submitted
+        self._changed = changed
         self._max_unfinished = max_unfinished
         self._live: dict[int, _Live] = {}
         self._wake = anyio.Event()
@@ -262,9 +271,12 @@ class Tuner:
             if 0 <= step < MAX_STEP and int(step) not in trial.reported:
                 trial.reported.add(int(step))
                 trial.handle.report(value, int(step))
+        trial.latest = points[-1] if points else None
         ended = job.state in TERMINAL
         if not ended:
-            if trial.row.state == "running" and points and trial.handle.should_prune():
+            if settings.early_stopping == "pbt":
+                await self._population(live, trial, job, replaying=replaying)
+            elif trial.row.state == "running" and points and trial.handle.should_prune():
                 self._prune(live, trial, job, points[-1])
             return
         if trial.row.state == "pruned" or (
@@ -279,6 +291,80 @@ class Tuner:
             self._tell(live, trial, "failed", points, job.failure_reason)
         else:
             self._tell(live, trial, "stopped", points, job.stop_reason)
+
+    async def _population(
+        self, live: _Live, trial: _Trial, job: JobRow, *, replaying: bool
+    ) -> None:
+        """pbt: rank the trial at each perturbation interval, pause it to copy a better
+        one's checkpoints, and resume it once paused (also after a crash in between)."""
+        settings = live.tune.request.tune
+        exploit = trial.row.exploit
+        if exploit is not None:
+            if job.state == JobState.PENDING and job.held_by is not None:
+                await self._resume_exploited(live, trial, job, exploit)
+            return
+        if trial.latest is None or job.state != JobState.RUNNING:
+            return
+        interval = int(trial.latest[0] // settings.perturbation_interval)
+        if replaying or interval <= trial.perturbed_at:
+            trial.perturbed_at = max(trial.perturbed_at, interval)
+            return
+        trial.perturbed_at = interval
+        standings = [
+            pbt.Standing(t.row.number, *t.latest)
+            for t in live.open.values()
+            if t.latest is not None and t.row.exploit is None
+        ]
+        me = pbt.Standing(trial.row.number, *trial.latest)
+        donor = pbt.donor_for(
+            me, standings, quantile=settings.quantile, minimize=settings.direction == "minimize"
+        )
+        if donor is None:
+            return
+        source = live.open[donor.number].row
+        params = pbt.perturb(
+            source.params, settings.space, seed=settings.seed * 7919 + trial.row.number + interval
+        )
+        exploit = {"from": donor.number, "from_job": source.job_id, "params": params}
+        self.tunes.set_exploit(live.tune.id, trial.row.number, exploit)
+        trial.row = _replace(trial.row, exploit=exploit)
+        event = (
+            f"paused by tune {live.tune.id} (pbt): {settings.objective} {me.value:.4g} at step "
+            f"{me.step:g} is in the bottom {settings.quantile:g}; it goes on from trial "
+            f"{donor.number}'s checkpoints"
+        )
+        with contextlib.suppress(TransitionError):  # it ended meanwhile: followed as any end
+            self._stopping.pause_for(job.id, job.owner.user, event)
+
+    async def _resume_exploited(
+        self, live: _Live, trial: _Trial, job: JobRow, exploit: dict[str, Any]
+    ) -> None:
+        tune = live.tune
+        source = self._dirs.ml_root(int(exploit["from_job"])) / "checkpoints"
+        target = self._dirs.ml_root(job.id) / "checkpoints"
+        try:
+            await copy_as(job.owner, str(source), str(target))
+        except OSError as exc:  # the donor's files are the owner's to break: go on as it was
+            log.warning("pbt copy failed", tune=tune.id, trial=trial.row.number, error=str(exc))
+        params = exploit["params"]
+        now = time.time()
+        spec = trial_spec(tune, trial.row.number, params)
+        words = " ".join(f"{k}={as_hyperparameter(v)}" for k, v in params.items())
+        self.store.change_pending(
+            job.id,
+            spec,
+            job.boost,
+            now,
+            f"tune {tune.id} (pbt): from trial {exploit['from']}, {words}",
+        )
+        self.store.set_hold(job.id, None, now, f"resumed by tune {tune.id} (pbt)")
+        history = [
+            *trial.row.history,
+            {"attempt": job.attempt_count + 1, "from_trial": exploit["from"], "params": params},
+        ]
+        self.tunes.exploited(tune.id, trial.row.number, params, history)
+        trial.row = _replace(trial.row, exploit=None, params=params, history=tuple(history))
+        self._changed()
 
     def _prune(self, live: _Live, trial: _Trial, job: JobRow, last: tuple[float, float]) -> None:
         settings = live.tune.request.tune

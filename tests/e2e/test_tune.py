@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
+from tests.daemon import Daemon, event_reasons, running_daemon
 from tests.helpers import wait_for
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tune"
@@ -346,3 +346,40 @@ def test_a_trial_printing_nonsense_does_not_stall_its_tune(daemon: Daemon, tmp_p
     assert [t["state"] for t in done["trials"]] == ["completed"] * 3
     assert {t["value"] for t in done["trials"]} == {0.5}
     assert "tune step failed" not in daemon.log()
+
+
+def test_pbt_resumes_the_worst_trial_from_the_best_ones_checkpoints(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    tune = start(
+        daemon,
+        base_spec(tmp_path, epochs=12, epoch_seconds=0.5),
+        objective="val_loss",
+        search="random",
+        early_stopping="pbt",
+        perturbation_interval=3,
+        quantile=0.25,
+        max_trials=4,
+        max_parallel=4,
+        seed=5,
+        space={"lr": {"loguniform": [1e-4, 1e-1]}},
+    )
+    done = ended(daemon, tune["id"], timeout=180)
+    assert done["state"] == "COMPLETED", done
+    assert [t["state"] for t in done["trials"]] == ["completed"] * 4
+    moved = [t for t in done["trials"] if t["history"]]
+    assert moved, done["trials"]
+    for trial in moved:
+        job = daemon.job(trial["job_id"])
+        last = trial["history"][-1]
+        assert job["spec"]["hyperparameters"]["lr"] == repr(last["params"]["lr"])
+        assert trial["params"] == last["params"]
+        assert len(job["attempts"]) == last["attempt"]
+        assert job["attempts"][0]["outcome"] == "preempted"  # paused, no retry spent
+        # The resumed attempt went on from the donor's checkpoint, not from epoch 1.
+        resumed = daemon.cli("logs", "--attempt", str(last["attempt"]), str(trial["job_id"]))
+        first_epoch = int(resumed.stdout.split()[1])
+        assert first_epoch > 3, resumed.stdout
+        said = event_reasons(daemon, trial["job_id"])
+        assert any(r.startswith(f"paused by tune {tune['id']} (pbt): val_loss ") for r in said)
+        assert f"resumed by tune {tune['id']} (pbt)" in said

@@ -44,8 +44,8 @@ def test_a_complete_table_is_taken() -> None:
         ({"objective": "val_loss", "space": {"epochs": {"int": [1, 9]}}}, "both fixed and in"),
         ({"objective": "val_loss", "max_parallel": 65, "space": {"x": {"int": [0, 1]}}}, "65"),
         (
-            {"objective": "val_loss", "early_stopping": "pbt", "space": {"x": {"int": [0, 1]}}},
-            "pbt",
+            {"objective": "val_loss", "quantile": 0.75, "space": {"x": {"int": [0, 1]}}},
+            "less than or equal to 0.5",
         ),
         (
             {"objective": "val_loss", "search": "grid", "space": {"x": {"int": [0, 100_000]}}},
@@ -69,3 +69,27 @@ def test_the_cli_never_imports_optuna() -> None:
         "sys.exit('optuna' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_pbt_copies_the_top_into_the_bottom_and_perturbs_within_ranges() -> None:
+    from trainq.core.tuning import Dimension
+    from trainqd.pbt import Standing, donor_for, perturb
+
+    running = [Standing(n, 4, value) for n, value in enumerate([0.1, 0.5, 0.9, 0.3])]
+    assert donor_for(running[2], running, quantile=0.25, minimize=True) == running[0]
+    assert donor_for(running[1], running, quantile=0.25, minimize=True) is None
+    assert donor_for(running[0], running, quantile=0.25, minimize=False) == running[2]
+    assert donor_for(running[0], running[:1], quantile=0.5, minimize=True) is None
+    space = {
+        "lr": Dimension(loguniform=(1e-4, 1e-1)),
+        "layers": Dimension(int=(2, 8)),
+        "act": Dimension(choice=["relu", "tanh"]),
+    }
+    for seed in range(200):
+        new = perturb({"lr": 0.1, "layers": 8, "act": "relu"}, space, seed)
+        assert 1e-4 <= new["lr"] <= 0.1
+        assert 2 <= new["layers"] <= 8
+        assert new["act"] in ("relu", "tanh")
+    assert perturb({"lr": 0.01, "layers": 4, "act": "tanh"}, space, 5) == perturb(
+        {"lr": 0.01, "layers": 4, "act": "tanh"}, space, 5
+    )

@@ -19,7 +19,7 @@ MAX_CHOICES = 256
 MAX_GRID = 10_000
 
 Search = Literal["grid", "random", "tpe"]
-EarlyStopping = Literal["none", "median", "asha", "hyperband"]
+EarlyStopping = Literal["none", "median", "asha", "hyperband", "pbt"]
 Number = float | int
 Choice = str | bool | int | float
 
@@ -76,6 +76,10 @@ class TuneSettings(_Strict):
     early_stopping: EarlyStopping = "none"
     seed: Annotated[StrictInt, Field(ge=0, le=2**31 - 1)] = 0
     max_failures: Annotated[StrictInt, Field(ge=0, le=MAX_TRIALS)] = 3
+    # pbt: how many steps between a trial's perturbations, and which share of the running
+    # trials is the bottom that copies the top.
+    perturbation_interval: Annotated[StrictInt, Field(ge=1, le=1_000_000)] = 4
+    quantile: Annotated[float, Field(gt=0, le=0.5)] = 0.25
     space: dict[str, Dimension]
 
     @field_validator("objective")

@@ -8,7 +8,7 @@ Timestamps are RFC 3339 in UTC.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
@@ -282,6 +282,8 @@ class TrialRecord(_Wire):
     step: float | None = None  # the step of the last report
     reason: str | None = None  # why it ended, as its job's stop or failure reason says
     model_dir: str | None = None  # where its model is (the owner's and admins' to see)
+    # pbt: each resume from another trial's checkpoints, {"attempt", "from_trial", "params"}
+    history: list[dict[str, Any]] | None = None
 
 
 class TuneRecord(_Wire):
