@@ -14,7 +14,7 @@ from tests.daemon import Daemon
 from tests.e2e.test_tune import EXAMPLE, OBJECTIVE
 from tests.helpers import wait_for
 from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import http_as, trainq_as
+from tests.multiuser.support import files_containing, http_as, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
@@ -109,3 +109,51 @@ def test_another_users_jobs_go_before_the_tunes_queued_trials(
             trainq_as(workstation, accounts.bob, "stop", "--grace", "0", str(job_id)).returncode
             == 0
         )
+
+
+def test_pbt_copies_checkpoints_as_the_owner_and_links_stay_links(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path, tmp_path: Path
+) -> None:
+    """Each trial plants a link to root's secret among its checkpoints: the copy, made with
+    alice's rights alone, carries the link, never what it points to."""
+    secret = tmp_path / "secret"
+    secret.write_text("root's secret\n")
+    secret.chmod(0o600)
+    plant = (  # on the first attempt only: what a resumed one has is the copy's
+        f'[ "$TRAINQ_ATTEMPT" = 1 ] && ln -s {secret} "$SAGEMAKER_BASE_DIR/checkpoints/secret"; '
+        f"exec {sys.executable} {EXAMPLE / 'train.py'}"
+    )
+    spec = {
+        "command": ["/bin/sh", "-c", plant],
+        "working_dir": str(shared_dir),
+        "metric_definitions": [OBJECTIVE],
+        "hyperparameters": {"epochs": 10, "epoch_seconds": 0.5},
+    }
+    settings = {
+        "objective": "val_loss",
+        "search": "random",
+        "early_stopping": "pbt",
+        "perturbation_interval": 3,
+        "max_trials": 4,
+        "max_parallel": 4,
+        "seed": 5,
+        "space": {"lr": {"loguniform": [1e-4, 1e-1]}},
+    }
+    status, tune = http_as(
+        workstation, accounts.alice, "POST", "/v1/tunes", {"spec": spec, "tune": settings}
+    )
+    assert status == 201, tune
+
+    def done() -> dict[str, Any] | None:
+        record: dict[str, Any] = workstation.get(f"/v1/tunes/{tune['id']}").json()
+        return record if record["state"] != "RUNNING" else None
+
+    ended = wait_for(done, timeout=180, what="the tune to end")
+    assert ended["state"] == "COMPLETED", ended
+    moved = [t for t in ended["trials"] if t["history"]]
+    assert moved, ended["trials"]
+    for trial in moved:
+        checkpoints = Path(workstation.job(trial["job_id"])["job_dir"]) / "checkpoints"
+        assert (checkpoints / "secret").is_symlink()
+        assert (checkpoints / "secret").lstat().st_uid == accounts.alice.uid
+        assert files_containing(checkpoints.parent, b"root's secret") == []
