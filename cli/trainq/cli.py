@@ -470,7 +470,7 @@ def tune(
     ] = None,
     file: Annotated[
         str | None,
-        typer.Option("-f", "--file", metavar="SPEC", help="spec file with a [tune] table"),
+        typer.Option("-f", "--file", metavar="SPEC", help="spec file with a `tune` table"),
     ] = None,
     plot: Annotated[
         str | None,
@@ -479,7 +479,7 @@ def tune(
     json: Json = False,
     socket: Socket = None,
 ) -> argparse.Namespace:
-    """Tuning experiments. `trainq tune -f SPEC` starts one (a job spec with a [tune] table)
+    """Tuning experiments. `trainq tune -f SPEC` starts one (a job spec with a `tune` table)
     and prints its id; `ls` lists them; `show ID` its trials sorted by the objective, the best
     one's model directory and the objective's curves (`--plot FILE.png`: as an image); `stop
     ID` stops it and its trials."""
