@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from trainq.core.errors import InvalidSpec, NotFound
+from trainq.core.errors import InvalidRequest, InvalidSpec, NotFound
 from trainq.core.tuning import TuneRequest
 from trainq.core.wire import Owner, TrialRecord, TuneList, TuneRecord
 from trainqd.admission import admit
@@ -23,6 +23,9 @@ from trainqd.tune_store import TrialRow, TuneRow
 if TYPE_CHECKING:
     from trainqd.routes import Api
     from trainqd.tuner import Tuner
+
+
+_BODY = "request body: "
 
 
 def _ts(value: float | None) -> datetime | None:
@@ -118,7 +121,12 @@ class TuneRoutes:
             )
 
     async def create(self, request: Request) -> Response:
-        body = request.model(TuneRequest)
+        try:
+            body = request.model(TuneRequest)
+        except InvalidRequest as exc:  # the spec's or the table's problem: a spec's refusal
+            if isinstance(exc, InvalidSpec) or not exc.message.startswith(_BODY):
+                raise
+            raise InvalidSpec(exc.message.removeprefix(_BODY)) from None
         self._check_limits(body)
         owner = await admit(body.spec, request.caller.uid, self.api.host(), self.api.authorizer)
         tune = self.tuner.create(body, owner)

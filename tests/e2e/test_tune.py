@@ -383,3 +383,23 @@ def test_pbt_resumes_the_worst_trial_from_the_best_ones_checkpoints(
         said = event_reasons(daemon, trial["job_id"])
         assert any(r.startswith(f"paused by tune {tune['id']} (pbt): val_loss ") for r in said)
         assert f"resumed by tune {tune['id']} (pbt)" in said
+
+
+def test_the_python_client_tunes_and_reads_metrics(daemon: Daemon, tmp_path: Path) -> None:
+    from trainq import Client, InvalidSpec
+    from trainq.core.wire import JobMetrics, TuneRecord
+
+    tq = Client(daemon.socket)
+    settings = {"objective": "val_loss", "max_trials": 1, "space": {"layers": {"int": [2, 3]}}}
+    tune = tq.tune(base_spec(tmp_path, epochs=2), settings)
+    assert isinstance(tune, TuneRecord)
+    done = ended(daemon, tune.id)
+    shown = tq.show_tune(tune.id)
+    assert (shown.state, shown.best_trial) == ("COMPLETED", 0) == (done["state"], 0)
+    assert [t.id for t in tq.tunes()] == [tune.id]
+    metrics = tq.metrics(shown.trials[0].job_id)
+    assert isinstance(metrics, JobMetrics)
+    assert metrics.attempts[0].series["val_loss"].count == 2
+    assert tq.stop_tune(tune.id).state == "COMPLETED"  # an ended tune stays as it ended
+    with pytest.raises(InvalidSpec, match="the search space is empty"):
+        tq.tune(base_spec(tmp_path), {"objective": "val_loss", "space": {}})
