@@ -127,11 +127,14 @@ def test_median_stopping_stops_bad_trials_as_stopped_not_failed(
         assert trial["step"] < 8
 
 
-def test_kill_9_of_trainqd_loses_no_trial_and_repeats_none(daemon: Daemon, tmp_path: Path) -> None:
+@pytest.mark.parametrize("search", ["grid", "random"])
+def test_kill_9_of_trainqd_loses_no_trial_and_repeats_none(
+    daemon: Daemon, tmp_path: Path, search: str
+) -> None:
     space = {"lr": {"choice": [0.001, 0.01, 0.1]}, "layers": {"int": [2, 5]}}
     settings = {
         "objective": "val_loss",
-        "search": "grid",
+        "search": search,
         "max_trials": 6,
         "max_parallel": 2,
         "seed": 11,
@@ -152,7 +155,7 @@ def test_kill_9_of_trainqd_loses_no_trial_and_repeats_none(daemon: Daemon, tmp_p
     assert numbers == list(range(6))
     assert len({t["job_id"] for t in crashed["trials"]}) == 6
     assert all(t["state"] == "completed" for t in crashed["trials"])
-    # The same grid order as a tune that never saw a crash.
+    # The same configurations as a tune that never saw a crash.
     calm = ended(daemon, start(daemon, spec, **settings)["id"])
     assert [t["params"] for t in crashed["trials"]] == [t["params"] for t in calm["trials"]]
 
