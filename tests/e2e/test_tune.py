@@ -406,3 +406,49 @@ def test_the_python_client_tunes_and_reads_metrics(daemon: Daemon, tmp_path: Pat
     assert tq.stop_tune(tune.id).state == "COMPLETED"  # an ended tune stays as it ended
     with pytest.raises(InvalidSpec, match="the search space is empty"):
         tq.tune(base_spec(tmp_path), {"objective": "val_loss", "space": {}})
+
+
+def test_a_pbt_move_cut_by_kill_9_is_finished_after_the_restart(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    """The trainer ignores SIGTERM, so each pause takes its whole grace: trainqd is killed
+    while a trial is being paused for a copy, and the next trainqd carries the move out."""
+    deaf = (
+        "import runpy, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"runpy.run_path({str(EXAMPLE / 'train.py')!r}, run_name='__main__')"
+    )
+    spec = {
+        **base_spec(tmp_path, epochs=12, epoch_seconds=0.5),
+        "command": [sys.executable, "-c", deaf],
+        "stop_grace_seconds": 3.0,
+    }
+    tune = start(
+        daemon,
+        spec,
+        objective="val_loss",
+        search="random",
+        early_stopping="pbt",
+        perturbation_interval=3,
+        max_trials=4,
+        max_parallel=4,
+        seed=5,
+        space={"lr": {"loguniform": [1e-4, 1e-1]}},
+    )
+    paused_by = f"paused by tune {tune['id']} (pbt)"
+
+    def pausing() -> int | None:
+        for trial in daemon.get(f"/v1/tunes/{tune['id']}").json()["trials"]:
+            if any(r.startswith(paused_by) for r in event_reasons(daemon, trial["job_id"])):
+                return int(trial["job_id"])
+        return None
+
+    job_id = wait_for(pausing, timeout=60, what="a trial to be paused for a copy")
+    assert daemon.job(job_id)["state"] == "STOPPING"  # within its grace
+    daemon.kill()
+    daemon.start()
+    done = ended(daemon, tune["id"], timeout=180)
+    assert done["state"] == "COMPLETED", done
+    (moved,) = [t for t in done["trials"] if t["job_id"] == job_id]
+    assert moved["history"], moved
+    assert f"resumed by tune {tune['id']} (pbt)" in event_reasons(daemon, job_id)
+    assert daemon.job(job_id)["state"] == "COMPLETED"
