@@ -43,7 +43,7 @@ from trainqd.policy import SharingPolicy
 from trainqd.reconcile import reconcile
 from trainqd.slurm_backend import SlurmBackend
 from trainqd.stopping import Stopping
-from trainqd.store import JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
 from trainqd.tuner import Tuner
 from trainqd.unrecorded import FIRST_PAUSE, Backlog
 from trainqd.watcher import MonitorWatcher, Watcher, WatcherFactory
@@ -168,7 +168,7 @@ class Scheduler:
             instance=self.settings.instance,
             changed=self._changed,
             # Fair share counts each ended attempt; the policy is made below, with Stopping.
-            on_ended=lambda job, attempt, ended: self.policy.attempt_ended(job, attempt, ended),  # noqa: PLW0108
+            on_ended=self._attempt_ended,
         )
         self.launcher = Launcher(
             store=store,
@@ -209,6 +209,11 @@ class Scheduler:
                 config=config, store=store, dirs=dirs, ends=self.ends, changed=self._changed
             )
             self._new_watcher = self.slurm.watching
+
+    def _attempt_ended(self, job: JobRow, attempt: AttemptRow, ended: float) -> None:
+        # Fair share counts each ended attempt; a tune hears of its trial's end at once.
+        self.policy.attempt_ended(job, attempt, ended)
+        self.tuner.wake()
 
     @property
     def dispatched(self) -> Callable[[float], None]:

@@ -164,6 +164,10 @@ class Tuner:
         self._wake = anyio.Event()
         self._lock = anyio.Lock()
 
+    def wake(self) -> None:
+        """Step the tunes now (a trial's attempt ended), not at the next poll."""
+        self._wake.set()
+
     # -- what the API asks ------------------------------------------------------------
 
     def create(self, request: TuneRequest, owner: JobOwner) -> TuneRow:
