@@ -270,18 +270,23 @@ class Tuner:
         settings = live.tune.request.tune
         metrics = await self._watch.job_metrics(job)
         points = objective_series([a.series for a in metrics.attempts], settings.objective)
+        ended = job.state in TERMINAL
+        # The pruner judges each report at its own step, as if asked as it came: a pass
+        # may bring several, and one judged at a later step would look better than it was.
+        judging = not ended and trial.row.state == "running" and not replaying
+        judging = judging and settings.early_stopping not in ("none", "pbt")
         for step, value in points:
             # Steps are the trainer's to print: Optuna takes whole steps from 0 only.
             if 0 <= step < MAX_STEP and int(step) not in trial.reported:
                 trial.reported.add(int(step))
                 trial.handle.report(value, int(step))
+                if judging and trial.handle.should_prune():
+                    self._prune(live, trial, job, (step, value))
+                    judging = False
         trial.latest = points[-1] if points else None
-        ended = job.state in TERMINAL
         if not ended:
             if settings.early_stopping == "pbt":
                 await self._population(live, trial, job, replaying=replaying)
-            elif trial.row.state == "running" and points and trial.handle.should_prune():
-                self._prune(live, trial, job, points[-1])
             return
         if trial.row.state == "pruned" or (
             replaying and trial.row.state in ("completed", "failed", "stopped")
