@@ -27,6 +27,7 @@ if os.path.exists(checkpoint):
         start = json.load(f)["epoch"] + 1
 
 floor = (math.log10(lr) + 2) ** 2 + 0.05 * (layers - 4) ** 2
+val_loss = floor + 1.0 / max(start - 1, 1)  # resumed from a last epoch's checkpoint: done
 for epoch in range(start, epochs + 1):
     time.sleep(epoch_seconds)
     val_loss = floor + 1.0 / epoch
