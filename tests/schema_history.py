@@ -27,6 +27,7 @@ UNDO: dict[int, tuple[str, ...]] = {
         "DROP TABLE submit_tokens",
         "DROP TABLE removed_totals",
     ),
+    7: ("DROP TABLE tune_trials", "DROP TABLE tunes"),
 }
 
 

@@ -330,6 +330,16 @@ def submit(
             "submit one job per point of the grid of these values (repeatable; one group)",
         ),
     ] = None,
+    metric: Annotated[
+        list[str] | None,
+        _repeated(
+            "--metric",
+            "NAME=REGEX",
+            KEY_VALUE,
+            "a metric read from the job's output: each match of REGEX, its first group the "
+            "value (repeatable)",
+        ),
+    ] = None,
     channel: Annotated[
         list[str] | None,
         _repeated(
@@ -452,6 +462,7 @@ def submit(
         token=token,
         command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
         like=like, notify=notify, mail=mail, source_dir=source_dir, snapshot=snapshot,
+        metric=list(metric or []),
     )  # fmt: skip
 
 
@@ -586,6 +597,59 @@ def logs(
     )  # fmt: skip
 
 
+@app.command(short_help="a job's metrics: latest, best, a plot", context_settings=JOB_COMMAND)
+def metrics(
+    ctx: typer.Context,
+    *,
+    job: AnyJob,
+    attempt: Annotated[
+        int | None,
+        typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
+    ] = None,
+    json: Json = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """A job's metrics, read from its output (metric_definitions, --metric) and from
+    /opt/ml/output/metrics.jsonl: each one's latest and best value and a plot of its series."""
+    return _parsed(ctx, "metrics", socket=socket, job=job, attempt=attempt, json=json)
+
+
+@app.command(short_help="tuning experiments: start (-f SPEC), ls, show, stop")
+def tune(
+    ctx: typer.Context,
+    *,
+    action: Annotated[
+        str | None, typer.Argument(metavar="[ls|show ID|stop ID]", show_default=False)
+    ] = None,
+    tune_id: Annotated[
+        int | None, typer.Argument(metavar="ID", parser=JOB_ID, show_default=False)
+    ] = None,
+    file: Annotated[
+        str | None,
+        typer.Option("-f", "--file", metavar="SPEC", help="spec file with a `tune` table"),
+    ] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option("--plot", metavar="FILE.png", help="show: write the curves as an image"),
+    ] = None,
+    json: Json = False,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Tuning experiments. `trainq tune -f SPEC` starts one (a job spec with a `tune` table)
+    and prints its id; `ls` lists them; `show ID` its trials sorted by the objective, the best
+    one's model directory and the objective's curves (`--plot FILE.png`: as an image); `stop
+    ID` stops it and its trials."""
+    if action not in (None, "ls", "show", "stop"):
+        raise _UsageError(f"argument ACTION: invalid choice: {action!r} (ls, show, stop)", ctx)
+    if action in ("show", "stop") and tune_id is None:
+        raise _UsageError(f"`trainq tune {action}` needs a tune id", ctx)
+    if action is None and file is None:
+        raise _UsageError("`trainq tune` needs -f SPEC (or ls, show ID, stop ID)", ctx)
+    return _parsed(
+        ctx, "tune", socket=socket, action=action, tune=tune_id, file=file, json=json, plot=plot
+    )
+
+
 @app.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)
 def wait(
     ctx: typer.Context,
@@ -654,7 +718,7 @@ GpuIndices = Annotated[
 ]
 
 
-@app.command(short_help="keep pending jobs from starting", context_settings=JOB_COMMAND)
+@app.command(short_help="keep jobs from starting; pause running ones", context_settings=JOB_COMMAND)
 def hold(
     ctx: typer.Context,
     jobs: SomeUnfinishedJobs = None,
@@ -666,7 +730,9 @@ def hold(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Keep pending jobs from starting until `trainq release` (your own jobs; an admin's
-    hold is an admin's to release). Filters pick pending jobs, yours unless --user."""
+    hold is an admin's to release). A running job is paused: stopped with its grace, its
+    GPUs freed and its checkpoints kept, and queued again held; `trainq release` resumes
+    it as its next attempt, no retry spent. Filters pick pending jobs, yours unless --user."""
     _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
     return _parsed(
         ctx, "hold", socket=socket, jobs=jobs or [], user=user, state=state, name=name,

@@ -55,7 +55,15 @@ from trainq.core.paths import client_socket
 
 if TYPE_CHECKING:
     from trainq.core.spec import JobSpec
-    from trainq.core.wire import EventRecord, GroupStopped, JobRecord, SubmittedGroup, UserList
+    from trainq.core.wire import (
+        EventRecord,
+        GroupStopped,
+        JobMetrics,
+        JobRecord,
+        SubmittedGroup,
+        TuneRecord,
+        UserList,
+    )
 
 CONNECT_TIMEOUT = 5.0
 BUSY_RETRY_SECONDS = 3.0
@@ -528,6 +536,44 @@ class Client:
         _, record = self.request("GET", f"/v1/jobs/{int(job_id)}")
         return JobRecord.model_validate(record)
 
+    def metrics(self, job_id: int) -> JobMetrics:
+        """The job's metric reports: each attempt's series (kept points, count, latest,
+        best). Forbidden for a job whose logs you may not read."""
+        from trainq.core.wire import JobMetrics  # noqa: PLC0415
+
+        _, record = self.request("GET", f"/v1/jobs/{int(job_id)}/metrics")
+        return JobMetrics.model_validate(record)
+
+    def tune(self, spec: Mapping[str, Any], tune: Mapping[str, Any]) -> TuneRecord:
+        """Start a tuning experiment: trials of `spec` (a job spec as a dict) over the
+        `tune` table's search space (README.md, "Tuning"). InvalidSpec, with one line, for
+        bad input; nothing is queued then."""
+        from trainq.core.wire import TuneRecord  # noqa: PLC0415
+
+        body = {"spec": dict(spec), "tune": dict(tune)}
+        _, record = self.request("POST", "/v1/tunes", json=body)
+        return TuneRecord.model_validate(record)
+
+    def tunes(self) -> builtins.list[TuneRecord]:
+        """Every tuning experiment, with its trials."""
+        from trainq.core.wire import TuneList  # noqa: PLC0415
+
+        _, listing = self.request("GET", "/v1/tunes")
+        return TuneList.model_validate(listing).tunes
+
+    def show_tune(self, tune_id: int) -> TuneRecord:
+        from trainq.core.wire import TuneRecord  # noqa: PLC0415
+
+        _, record = self.request("GET", f"/v1/tunes/{int(tune_id)}")
+        return TuneRecord.model_validate(record)
+
+    def stop_tune(self, tune_id: int) -> TuneRecord:
+        """Stop a tune: no new trial starts, its queued and running trials are stopped."""
+        from trainq.core.wire import TuneRecord  # noqa: PLC0415
+
+        _, record = self.request("POST", f"/v1/tunes/{int(tune_id)}/stop")
+        return TuneRecord.model_validate(record)
+
     def users(self) -> UserList:
         """Each user's recent usage (decayed with the fair share half-life), share of all
         users' GPU-hours, and running and waiting jobs and GPUs."""
@@ -546,7 +592,8 @@ class Client:
         return JobRecord.model_validate(record)
 
     def hold(self, job_id: int) -> JobRecord:
-        """Keep a pending job from starting until `release`; Conflict once it has started."""
+        """Keep a pending job from starting until `release`; a running one is paused (stopped
+        with its grace, queued again held). Conflict once it has ended."""
         from trainq.core.wire import JobRecord  # noqa: PLC0415
 
         _, record = self.request("POST", f"/v1/jobs/{int(job_id)}/hold")

@@ -200,6 +200,12 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
 
     opts = options_for(ctx.stdout, ctx.environ, ctx.now())
     ctx.print(job_detail(job, opts, all_fields=getattr(args, "all_fields", True)))
+    if job.get("attempts"):
+        from trainq import metric_lines  # noqa: PLC0415
+
+        lines = metric_lines.for_show(ctx, int(job["id"]))
+        if lines:
+            ctx.print(lines)
     return 0
 
 
@@ -258,6 +264,20 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     return export_command.export(ctx, args)
 
 
+def metrics(ctx: Context, args: argparse.Namespace) -> int:
+    """GET /v1/jobs/{id}/metrics: latest and best values and a plot (trainq.metric_lines)."""
+    from trainq import metric_lines  # noqa: PLC0415
+
+    return metric_lines.run(ctx, args)
+
+
+def tune(ctx: Context, args: argparse.Namespace) -> int:
+    """/v1/tunes: start, list, show, stop tuning experiments (trainq.tune_command)."""
+    from trainq import tune_command  # noqa: PLC0415
+
+    return tune_command.run(ctx, args)
+
+
 def _sharing(name: str) -> Command:
     """A command of trainq.sharing_commands, imported when it runs."""
 
@@ -284,5 +304,7 @@ COMMANDS: dict[str, Command] = {
     "top": top,
     "export": export,
     "requeue": again.requeue,
+    "metrics": metrics,
+    "tune": tune,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

@@ -17,12 +17,15 @@ from trainq.selection import each, jobs_to_act_on
 
 
 def hold(ctx: Context, args: argparse.Namespace) -> int:
-    """POST /v1/jobs/{id}/hold for each job: it does not start until released."""
+    """POST /v1/jobs/{id}/hold for each job: it does not start until released; a running
+    one is paused (stopped with its grace, then queued again held)."""
     client = ctx.client()
     jobs = jobs_to_act_on(ctx, args, default_state="PENDING")
 
     def act(job_id: int) -> str:
         _, job = client.request("POST", f"/v1/jobs/{job_id}/hold")
+        if job.get("state") != "PENDING":
+            return f"{job_id} pausing: {job.get('stop_reason')}; `trainq release` resumes it"
         return f"{job_id} held by {job.get('held_by')}"
 
     return each(ctx, jobs, act)

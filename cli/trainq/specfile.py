@@ -63,6 +63,7 @@ class SubmitFlags(NamedTuple):
     mail: Sequence[str] = ()  # END, FAIL
     source_dir: str | None = None
     snapshot: bool | None = None  # --snapshot / --no-snapshot
+    metrics: Sequence[tuple[str, str]] = ()  # --metric NAME=REGEX
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -88,6 +89,7 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         mail=parse_mail_types(args.mail) if getattr(args, "mail", None) else (),
         source_dir=getattr(args, "source_dir", None),
         snapshot=getattr(args, "snapshot", None),
+        metrics=getattr(args, "metric", None) or (),
     )
 
 
@@ -327,6 +329,16 @@ def _resolve_channels(channels: dict[str, Any], cwd: Path, environ: Mapping[str,
 CONTAINER_ONLY_KEYS = ("image", "engine", "network", "run_as_root")
 
 
+def _add_metrics(spec: dict[str, Any], metrics: Sequence[tuple[str, str]]) -> None:
+    """`--metric NAME=REGEX` over the file's metric_definitions: same name, replaced."""
+    defined = spec.get("metric_definitions") or []
+    if not isinstance(defined, list):
+        raise InvalidSpec("--metric: the spec's metric_definitions is not a list")
+    named = {name for name, _ in metrics}
+    kept = [d for d in defined if not (isinstance(d, dict) and d.get("name") in named)]
+    spec["metric_definitions"] = kept + [{"name": n, "regex": r} for n, r in metrics]
+
+
 def build_spec(
     file_data: Mapping[str, Any] | None,
     flags: SubmitFlags,
@@ -373,6 +385,9 @@ def build_spec(
         hps = _table(spec, "hyperparameters", "--hp")
         hps.update(flags.hyperparameters)
         spec["hyperparameters"] = hps
+
+    if flags.metrics:
+        _add_metrics(spec, flags.metrics)
 
     if flags.environment:
         env = _table(spec, "environment", "--env")

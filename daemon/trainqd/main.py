@@ -206,6 +206,8 @@ def api_for(scheduler: Scheduler, started_at: float) -> Api:
         devices=scheduler.devices,
         config=scheduler.config,
         sampler=scheduler.sampler,
+        metric_watch=scheduler.metric_watch,
+        tuner=scheduler.tuner,
         authorizer=scheduler.authorizer,
         instance=scheduler.settings.instance,
         metrics=Metrics(scheduler),

@@ -7,6 +7,7 @@ exit record (or its absence). The store applies the result in one transaction.
     monitor lost, or host shut down -> PENDING again at once (the host's doing, not the job's)
     preempted                       -> PENDING again at once, retries not spent, keeping its
                                        place (its submit time orders it)
+    paused (hold of a running job)  -> PENDING and held, retries not spent
     anything else                   -> FAILED, failure_reason from the attempt
 """
 
@@ -22,6 +23,7 @@ from trainqd.retry import Decision, RetryPolicy, signal_name
 from trainqd.store import AttemptRow, JobChanges, JobRow
 
 PREEMPTED_BY = "preempted by job "  # a preemption's stop reason: "preempted by job 12 (alice)"
+PAUSED_BY = "paused by "  # a pause's stop reason: "paused by alice"
 LOST_REASON = "its monitor vanished without an exit record (host restart or killed monitor)"
 
 
@@ -50,6 +52,16 @@ def describe(ended: Ending) -> str:
 
 def is_preemption(stop_reason: str | None) -> bool:
     return stop_reason is not None and stop_reason.startswith(PREEMPTED_BY)
+
+
+def is_pause(stop_reason: str | None) -> bool:
+    return stop_reason is not None and stop_reason.startswith(PAUSED_BY)
+
+
+def was_paused(job: JobRow) -> bool:
+    """Whether the job is being paused (`trainq hold` of a running job), as `was_preempted`
+    asks of a preemption: a user's stop meanwhile makes it a stop."""
+    return job.state == JobState.STOPPING and is_pause(job.stop_reason)
 
 
 def was_preempted(job: JobRow) -> bool:
@@ -129,6 +141,22 @@ def judge_end(
             True,
             who,
             JobChanges(preempted_count=job.preempted_count + 1),
+        )
+    if ended.outcome == Outcome.PREEMPTED and was_paused(job):
+        # Paused: back to the queue, held by whoever paused it, retries not spent; its next
+        # attempt, once released, finds its checkpoints as they were.
+        who = job.stop_reason or PAUSED_BY
+        return Verdict(
+            JobState.PENDING,
+            ended.outcome,
+            ended.exit_code,
+            ended.signal,
+            who,
+            started_at,
+            ended_at,
+            True,
+            who,
+            JobChanges(held_by=who.removeprefix(PAUSED_BY)),
         )
     if ended.outcome == "timed_out":
         return done(

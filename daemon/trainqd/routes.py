@@ -23,6 +23,7 @@ from trainq.core.wire import (
     GroupStopped,
     HealthRecord,
     JobList,
+    JobMetrics,
     JobRecord,
     StopRequest,
     SubmittedGroup,
@@ -54,6 +55,7 @@ from trainqd.group_commit import GroupCommit
 from trainqd.identity import account
 from trainqd.jobdir import JobDirs
 from trainqd.leftovers import job_of_process
+from trainqd.metric_watch import MetricWatch
 from trainqd.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from trainqd.metrics import Metrics
 from trainqd.report import period_seconds, usage_report
@@ -84,6 +86,8 @@ from trainqd.submit_tokens import (
     same_request,
     token_of,
 )
+from trainqd.tune_routes import TuneRoutes
+from trainqd.tuner import Tuner
 from trainqd.views import job_record
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
@@ -123,11 +127,13 @@ class Api:
     devices: Mapping[int, GpuDevice]
     config: Config
     sampler: Sampler
+    metric_watch: MetricWatch
     authorizer: Authorizer
     instance: str
     metrics: Metrics
     started_at: float
     stopping: bool = False
+    tuner: Tuner | None = None  # tuning experiments (tune_routes.py)
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
     _replays: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
@@ -139,11 +145,14 @@ class Api:
     sharing: SharingRoutes = field(init=False, repr=False)  # hold, update, rm, drain
     again: AgainRoutes = field(init=False, repr=False)  # requeue
     snapshots: Snapshots = field(init=False, repr=False)  # sources copied at submit
+    tunes: TuneRoutes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.sharing = SharingRoutes(self)
         self.again = AgainRoutes(self)
         self.snapshots = Snapshots(self.dirs, self.config)
+        if self.tuner is not None:
+            self.tunes = TuneRoutes(self, self.tuner)
 
     def _reveal(self, uid: int, job: JobRow) -> Sight:
         return self.authorizer.sight(uid, job)
@@ -466,6 +475,12 @@ class Api:
             return StreamResponse("application/x-ndjson", chunks)
         return StreamResponse("text/plain; charset=utf-8", chunks)
 
+    async def job_metrics(self, request: Request) -> Response:
+        job = self.store.get(self._job_id(request))
+        # Metrics come from the job's output: whoever may read its logs may read them.
+        self.authorizer.require_manage(request.caller.uid, job, "read the metrics of")
+        return Response(200, await self.metric_watch.job_metrics(job))
+
     async def events(self, request: Request) -> StreamResponse:
         job_id = request.query_int("job", None, min=1)
         if job_id is not None:
@@ -644,6 +659,13 @@ class Api:
                     ),
                 ],
             ),
+            Route(
+                "GET",
+                f"/v1/jobs/{job_id}/metrics",
+                self.job_metrics,
+                "A job's metric reports, every kept point of each attempt",
+                response_model=JobMetrics,
+            ),
             Route("GET", "/v1/gpus", self.gpus, "The GPU inventory", response_model=GpuList),
             Route(
                 "GET",
@@ -693,6 +715,7 @@ class Api:
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
             *self.sharing.routes(),
             *self.again.routes(),
+            *(self.tunes.routes() if self.tunes is not None else []),
         ]
 
 

@@ -39,11 +39,13 @@ from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.jobdir import JobDirs
 from trainqd.launch import LaunchSettings, remaining_runtime
 from trainqd.launcher import Launcher
+from trainqd.metric_watch import MetricWatch
 from trainqd.policy import SharingPolicy
 from trainqd.reconcile import reconcile
 from trainqd.slurm_backend import SlurmBackend
 from trainqd.stopping import Stopping
-from trainqd.store import JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
+from trainqd.tuner import Tuner
 from trainqd.unrecorded import FIRST_PAUSE, Backlog
 from trainqd.watcher import MonitorWatcher, Watcher, WatcherFactory
 
@@ -100,6 +102,8 @@ class JobControl(Protocol):
     def submitted_many(self, jobs: Sequence[JobRow]) -> None: ...
 
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow: ...
+
+    def pause(self, job_id: int, uid: int) -> JobRow: ...
 
     async def stop_many(
         self, jobs: Sequence[JobRow], uid: int, grace: float | None
@@ -159,6 +163,7 @@ class Scheduler:
         self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
         self._launch_retry_at: float | None = None  # a launch the full disk refused
         self.sampler = sampling.new_sampler(config, gpus)  # GPU use of running jobs
+        self.metric_watch = MetricWatch(store, dirs)  # metrics the trainers report
         self.ends = AttemptEnds(
             store=store,
             dirs=dirs,
@@ -169,7 +174,7 @@ class Scheduler:
             instance=self.settings.instance,
             changed=self._changed,
             # Fair share counts each ended attempt; the policy is made below, with Stopping.
-            on_ended=lambda job, attempt, ended: self.policy.attempt_ended(job, attempt, ended),  # noqa: PLW0108
+            on_ended=self._attempt_ended,
         )
         self.launcher = Launcher(
             store=store,
@@ -189,6 +194,16 @@ class Scheduler:
             default_grace=config.default_stop_grace_seconds,
             changed=self._changed,
         )
+        # Tuning experiments: their trials are jobs like any other (tuner.py).
+        self.tuner = Tuner(
+            store=store,
+            dirs=dirs,
+            metric_watch=self.metric_watch,
+            stopping=self.stopping,
+            submitted=self.submitted,
+            changed=self._changed,
+            max_unfinished=config.max_unfinished_jobs_per_user,
+        )
         # Classes, fair share and preemption (policy.py); the limits include the classes'.
         self.policy = SharingPolicy(config, store, self.stopping)
         self.limits = self.policy.limits
@@ -200,6 +215,11 @@ class Scheduler:
                 config=config, store=store, dirs=dirs, ends=self.ends, changed=self._changed
             )
             self._new_watcher = self.slurm.watching
+
+    def _attempt_ended(self, job: JobRow, attempt: AttemptRow, ended: float) -> None:
+        # Fair share counts each ended attempt; a tune hears of its trial's end at once.
+        self.policy.attempt_ended(job, attempt, ended)
+        self.tuner.wake()
 
     @property
     def dispatched(self) -> Callable[[float], None]:
@@ -240,6 +260,8 @@ class Scheduler:
                         default_grace=self.config.default_stop_grace_seconds,
                     )
                 tg.start_soon(sampling.watch, self)
+                tg.start_soon(self.metric_watch.run)
+                tg.start_soon(self.tuner.run)
                 task_status.started()
                 while True:
                     usage = await self._gpu_usage()
@@ -418,6 +440,9 @@ class Scheduler:
 
     def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow:
         return self.stopping.stop(job_id, uid, grace)
+
+    def pause(self, job_id: int, uid: int) -> JobRow:
+        return self.stopping.pause(job_id, uid)
 
     async def stop_many(
         self, jobs: Sequence[JobRow], uid: int, grace: float | None

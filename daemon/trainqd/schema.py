@@ -1,7 +1,7 @@
 """The state database's schema. Bump SCHEMA_VERSION with every change and migrate forward in
 Store._migrate; a database from a newer trainqd is refused rather than misread."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # What a paged listing filters on, each in id order so that a page is a range scan.
 LIST_INDEXES = (
@@ -44,6 +44,36 @@ REMOVED_TOTALS = (
         label TEXT NOT NULL,
         value INTEGER NOT NULL,
         PRIMARY KEY (metric, label)
+    )""",
+)
+
+# Tuning experiments (tune_store.py): each tune, and each of its trials with its job.
+TUNES = (
+    """CREATE TABLE tunes (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner_uid INTEGER NOT NULL,
+        owner_gid INTEGER NOT NULL,
+        owner_user TEXT NOT NULL,
+        request TEXT NOT NULL,
+        state TEXT NOT NULL,
+        group_id INTEGER,
+        created_at REAL NOT NULL,
+        ended_at REAL,
+        reason TEXT
+    )""",
+    """CREATE TABLE tune_trials (
+        tune_id INTEGER NOT NULL REFERENCES tunes(id),
+        number INTEGER NOT NULL,
+        job_id INTEGER NOT NULL,
+        params TEXT NOT NULL,
+        state TEXT NOT NULL,
+        value REAL,
+        best REAL,
+        step REAL,
+        reason TEXT,
+        exploit TEXT,
+        history TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (tune_id, number)
     )""",
 )
 
@@ -109,6 +139,7 @@ SCHEMA = (
     *SHARING,
     *SUBMIT_TOKENS,
     *REMOVED_TOTALS,
+    *TUNES,
 )
 
 # The statements that bring a database of version N-1 to version N, run in order.
@@ -135,4 +166,5 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         *SHARING,
     ),
     6: (*SUBMIT_TOKENS, *REMOVED_TOTALS),
+    7: TUNES,
 }

@@ -85,8 +85,13 @@ class SharingRoutes:
     async def hold(self, request: Request) -> Response:
         job, uid = self._job(request), request.caller.uid
         self.api.authorizer.require_manage(uid, job, "hold")
+        if job.state == JobState.RUNNING:  # paused: stopped, then queued again held
+            self.api.control.pause(job.id, uid)
+            return self._answer(job.id, request)
         if job.state != JobState.PENDING:
-            raise Conflict(f"job {job.id} is {job.state}; only a pending job can be held")
+            raise Conflict(
+                f"job {job.id} is {job.state}; only a pending or running job can be held"
+            )
         who = account(uid).user
         admin = self.api.authorizer.is_admin(uid)
         if job.held_by == who:

@@ -18,7 +18,7 @@ from trainq.core.states import TERMINAL, JobState
 from trainqd import plan_inputs
 from trainqd.authorization import Authorizer
 from trainqd.identity import account
-from trainqd.outcomes import PREEMPTED_BY, is_preemption
+from trainqd.outcomes import PAUSED_BY, PREEMPTED_BY, is_pause, is_preemption
 from trainqd.store import JobRow, Store
 from trainqd.watcher import Watcher
 
@@ -64,8 +64,9 @@ class Stopping:
                     f"stopped by {who}",
                     stop_reason=f"stopped by {who}",
                 )
-            elif is_preemption(job.stop_reason):
-                # Being preempted: it ends stopped, not queued again (outcomes.judge_end).
+            elif is_preemption(job.stop_reason) or is_pause(job.stop_reason):
+                # Being preempted or paused: it ends stopped, not queued again
+                # (outcomes.judge_end).
                 self._store.restate_stop(job_id, now, f"stopped by {who}")
             # A second stop may shorten the grace; the monitor never lengthens it.
             own_grace = plan_inputs.grace(job, self._default_grace)
@@ -115,6 +116,25 @@ class Stopping:
         self._watcher().request_stop(victim_id, grace, "preempt", None)
         self._changed()
         return now + grace
+
+    def pause(self, job_id: int, uid: int) -> JobRow:
+        """Pause a RUNNING job (`trainq hold` of it): stopped as a preemption is, with its
+        grace, then queued again held by whoever paused it (outcomes.judge_end), its
+        checkpoints kept and no retry spent. TransitionError if it is no longer running."""
+        job = self._store.get(job_id)
+        self._authorizer.require_manage(uid, job, "hold")
+        who = account(uid).user if uid != job.owner.uid else job.owner.user
+        return self.pause_for(job_id, who, f"{PAUSED_BY}{who}")
+
+    def pause_for(self, job_id: int, who: str, event: str) -> JobRow:
+        """Pause a RUNNING job on `who`'s behalf (its owner's, for a tune), with `event` as
+        the event row's reason. TransitionError if it is no longer running."""
+        reason = f"{PAUSED_BY}{who}"
+        self._store.transition(job_id, JobState.STOPPING, time.time(), event, stop_reason=reason)
+        grace = plan_inputs.grace(self._store.get(job_id), self._default_grace)
+        self._watcher().request_stop(job_id, grace, "preempt", None)
+        self._changed()
+        return self._store.get(job_id)
 
     def stop_by_trainq(self, job_id: int, now: float, event: str, reason: str) -> None:
         """Stop a RUNNING job on trainq's own account, with the job's grace; TransitionError

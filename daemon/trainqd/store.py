@@ -18,7 +18,7 @@ import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,7 @@ class JobChanges:
     not_before: float | None = None  # retry backoff: not startable before this time
     lost_count: int | None = None
     preempted_count: int | None = None
+    held_by: str | None = None  # a paused job comes back to the queue held
 
     def assignments(self) -> list[tuple[str, object]]:
         return [(f"{name}=?", value) for name, value in asdict(self).items() if value is not None]
@@ -162,6 +163,7 @@ class NewJobs:
     specs: Sequence[JobSpec]
     owner: JobOwner
     grouped: bool = False
+    group: int | None = None  # an existing group the jobs join (a tune's later trials)
     # The specs as stored (`model_dump_json`), when the caller made them off the event loop.
     spec_json: Sequence[str] | None = None
     # Stored with the jobs, in their transaction: the same token from the same owner later
@@ -264,6 +266,23 @@ class Store:
         with self._tx():
             self._db.execute("INSERT INTO meta(key, value) VALUES ('instance', ?)", (made,))
         return made
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction, for the modules whose tables are their own (tune_store.py)."""
+        return self._tx()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        return self._db
+
+    def insert_jobs(self, submission: NewJobs, now: float) -> tuple[list[JobRow], list[int]]:
+        """A submission's rows, and their specs' stored sizes, inside the caller's
+        `transaction()`; kept in memory once the caller has committed, by `remember`."""
+        return self._insert(submission, now)
+
+    def remember(self, jobs: Sequence[JobRow], sizes: Sequence[int]) -> None:
+        for job, size in zip(jobs, sizes, strict=True):
+            self._keep(job, size)
 
     @contextmanager
     def _tx(self) -> Iterator[None]:
@@ -773,10 +792,10 @@ class Store:
             spec = specs[n]
             return (spec.name, pending, spec.priority, *head, texts[n], now, group)
 
-        first = self._db.execute(sql, values(0, None)).lastrowid
+        first = self._db.execute(sql, values(0, submission.group)).lastrowid
         assert first is not None
-        group = first if submission.grouped else None
-        if group is not None:
+        group = first if submission.grouped else submission.group
+        if submission.grouped:
             self._db.execute("UPDATE jobs SET group_id=? WHERE id=?", (group, first))
         self._db.executemany(sql, (values(n, group) for n in range(1, len(specs))))
         # AUTOINCREMENT under the write lock: the ids are consecutive from the first.

@@ -12,7 +12,7 @@ from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
 from trainqd.authorization import Sight
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
-from trainqd.outcomes import ended_by_time_limit
+from trainqd.outcomes import ended_by_time_limit, is_pause
 from trainqd.retry import signal_name
 from trainqd.sampling import AttemptUse
 from trainqd.store import AttemptRow, EventRow, JobRow
@@ -45,14 +45,16 @@ def attempt_record(
     )
 
 
-def wait_reason(job: JobRow, waiting: WaitReason | None, now: float) -> WaitReason | None:
+def wait_reason(
+    job: JobRow, waiting: WaitReason | None, now: float, *, paused: bool = False
+) -> WaitReason | None:
     if job.state != JobState.PENDING:
         return None
     if job.not_before is not None and job.not_before > now:
         # Known before the scheduler has planned again.
         return WaitReason(Wait.BACKOFF, until=job.not_before)
     if job.held_by is not None:  # known before the scheduler has planned again
-        return WaitReason(Wait.HELD, by=job.held_by)
+        return WaitReason(Wait.PAUSED if paused else Wait.HELD, by=job.held_by)
     return waiting or WaitReason(Wait.QUEUED)
 
 
@@ -119,7 +121,9 @@ def job_record(
     place: int | None = None,
 ) -> JobRecord:
     pending = job.state == JobState.PENDING
-    why = wait_reason(job, waiting, time.time())
+    # Paused: held since its last attempt was paused (`trainq hold` of it running).
+    paused = bool(attempts) and is_pause(attempts[-1].reason) and is_pause(job.stop_reason)
+    why = wait_reason(job, waiting, time.time(), paused=paused)
     latest = use.latest if use is not None else None
     return JobRecord(
         id=job.id,

@@ -99,8 +99,9 @@ SUBMIT_HINT = " (put the job's command after `--`: trainq submit [options] -- CO
 JOB_ID = "argument JOB: expected a job id (a whole number like 12), got"
 STATES = "PENDING, RUNNING, STOPPING, COMPLETED, FAILED, STOPPED"
 COMMANDS = (
-    "'submit', 'stop', 'ls', 'requeue', 'show', 'logs', 'wait', 'gpus', 'health', 'top', "
-    "'report', 'users', 'hold', 'release', 'update', 'rm', 'drain', 'resume', 'export'"
+    "'submit', 'stop', 'ls', 'requeue', 'show', 'logs', 'metrics', 'tune', 'wait', 'gpus', "
+    "'health', 'top', 'report', 'users', 'hold', 'release', 'update', 'rm', 'drain', 'resume', "
+    "'export'"
 )
 USAGE_ERRORS = [
     ("submit --gpus two", "submit: argument --gpus: expected a whole number, got 'two'"),

@@ -26,6 +26,7 @@ class Wait(StrEnum):
     GPUS = "gpus"  # not enough free GPUs
     RESERVED = "reserved"  # the free GPUs are kept for an earlier job
     HELD = "held"  # held by its owner or an admin until released
+    PAUSED = "paused"  # held after a running attempt was paused (`trainq hold` of it)
     DRAINED = "drained"  # an admin drained the host, or too many of its GPUs
     PREEMPTING = "preempting"  # running jobs of lower classes are being stopped for it
     # running jobs of users holding more GPUs than its owner will are being stopped for it
@@ -86,6 +87,8 @@ def render(reason: WaitReason) -> str:
         return f"reserved GPUs for job {reason.job_id}"
     if k == Wait.HELD:
         return f"held by {reason.by}; `trainq release` lets it start"
+    if k == Wait.PAUSED:
+        return f"paused by {reason.by}; `trainq release` resumes it from its checkpoints"
     if k == Wait.DRAINED:
         if reason.host_gpus is None:
             return "the host is drained: nothing new starts until an admin resumes it"

@@ -134,6 +134,54 @@ class ChannelSpec(_Strict):
         return self
 
 
+# Metric definitions (SageMaker's MetricDefinitions): regexes over the trainer's output.
+MAX_METRIC_DEFINITIONS = 16
+MAX_METRIC_REGEX = 512
+METRIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
+
+
+def compile_metric_regex(pattern: str) -> Any:
+    """The pattern compiled by RE2 (linear time: no pattern can stall the reader of a log);
+    ValueError with one line if it does not compile or captures no value. RE2 is imported
+    here, when a spec has metrics: the CLI's start-up never validates a spec."""
+    import re2  # noqa: PLC0415
+
+    try:
+        compiled = re2.compile(pattern)
+    except re2.error as exc:
+        raise ValueError(f"metric regex {pattern!r} does not compile: {exc}") from None
+    names = {index for name, index in compiled.groupindex.items() if name == "step"}
+    if compiled.groups - len(names) < 1:
+        raise ValueError(f"metric regex {pattern!r} needs a group that captures the value")
+    return compiled
+
+
+class MetricDefinition(_Strict):
+    """One metric read from the trainer's output: each match of `regex` is a report, its
+    value the first group that is not named `step` (a group named `step` gives the step)."""
+
+    name: str
+    regex: Annotated[str, Field(min_length=1, max_length=MAX_METRIC_REGEX)]
+    # Which end is better: what `trainq show` calls the best value.
+    direction: Literal["minimize", "maximize"] = "minimize"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not METRIC_NAME_RE.match(value):
+            raise ValueError(
+                f"metric name {value!r} must be 1-64 letters, digits, '_', '.', ':', '/' or "
+                "'-', starting with a letter or '_'"
+            )
+        return value
+
+    @field_validator("regex")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        compile_metric_regex(value)
+        return value
+
+
 class JobSpec(_Strict):
     """A training job as submitted. Exactly one of `command` and `image`."""
 
@@ -168,6 +216,9 @@ class JobSpec(_Strict):
     hyperparameters: dict[str, str] = Field(default_factory=dict)
     environment: dict[str, str] = Field(default_factory=dict)
     channels: dict[str, ChannelSpec] = Field(default_factory=dict)
+    metric_definitions: Annotated[
+        list[MetricDefinition], Field(max_length=MAX_METRIC_DEFINITIONS)
+    ] = Field(default_factory=list)
     # Jobs (or groups) that must end first, and how (trainq.core.dependencies): "12:ok".
     after: Annotated[list[str], Field(max_length=MAX_DEPENDENCIES)] = Field(default_factory=list)
 
@@ -299,6 +350,15 @@ class JobSpec(_Strict):
         total = sum(len(k) + len(v.encode()) + 2 for k, v in value.items())
         if total > MAX_ENV_TOTAL:
             raise ValueError(f"the environment takes {total} bytes, over {MAX_ENV_TOTAL}")
+        return value
+
+    @field_validator("metric_definitions")
+    @classmethod
+    def _metric_names(cls, value: list[MetricDefinition]) -> list[MetricDefinition]:
+        names = [d.name for d in value]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"metric {name!r} is defined twice")
         return value
 
     @field_validator("channels")

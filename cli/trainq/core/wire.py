@@ -8,7 +8,7 @@ Timestamps are RFC 3339 in UTC.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
@@ -248,3 +248,64 @@ class ErrorDetail(_Wire):
 
 class ErrorBody(_Wire):
     error: ErrorDetail
+
+
+class MetricSeriesRecord(_Wire):
+    """One metric of one attempt: its kept points (the first, the latest and evenly thinned
+    ones between), how many reports it had, its latest and its best."""
+
+    points: list[tuple[float, float]] = Field(default_factory=list)  # (step, value)
+    count: int = 0
+    direction: Literal["minimize", "maximize"] = "minimize"
+    latest: tuple[float, float] | None = None
+    best: float | None = None
+
+
+class AttemptMetricsRecord(_Wire):
+    number: int
+    series: dict[str, MetricSeriesRecord] = Field(default_factory=dict)
+    dropped: int = 0  # reports of metrics beyond the limit of series per attempt
+
+
+class JobMetrics(_Wire):
+    job_id: int
+    attempts: list[AttemptMetricsRecord] = Field(default_factory=list)
+
+
+class TrialRecord(_Wire):
+    """One trial of a tune: an ordinary job of the tune's owner."""
+
+    number: int
+    job_id: int
+    job_state: JobState | None = None
+    params: dict[str, str | bool | int | float] | None = None  # None: not yours to see
+    state: Literal["running", "completed", "pruned", "failed", "stopped"]
+    value: float | None = None  # the objective's last report
+    best: float | None = None  # its best report
+    step: float | None = None  # the step of the last report
+    reason: str | None = None  # why it ended, as its job's stop or failure reason says
+    model_dir: str | None = None  # where its model is (the owner's and admins' to see)
+    # pbt: each resume from another trial's checkpoints, {"attempt", "from_trial", "params"}
+    history: list[dict[str, Any]] | None = None
+
+
+class TuneRecord(_Wire):
+    id: int
+    owner: Owner
+    state: Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
+    reason: str | None = None
+    objective: str
+    direction: Literal["minimize", "maximize"]
+    search: str
+    early_stopping: str
+    max_trials: int
+    max_parallel: int
+    group_id: int | None = None
+    created_at: datetime
+    ended_at: datetime | None = None
+    trials: list[TrialRecord] = Field(default_factory=list)
+    best_trial: int | None = None  # the number of the trial with the best objective
+
+
+class TuneList(_Wire):
+    tunes: list[TuneRecord]

@@ -1,0 +1,45 @@
+"""trainqd's side of `checkpoint_copy`: the copy run as the job's owner, off the event loop."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+
+from trainqd.checkpoint_copy import copy_checkpoints
+from trainqd.identity import account
+from trainqd.store import JobOwner
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+_COPIER = [
+    sys.executable,
+    "-S",
+    "-I",
+    "-c",
+    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+    "from trainqd.checkpoint_copy import main; main()",
+]
+
+
+async def copy_as(owner: JobOwner, source: str, target: str) -> None:
+    """Copy `source` over `target` with the owner's rights; OSError if it failed."""
+    if os.geteuid() != 0 or owner.uid == 0:
+        await anyio.to_thread.run_sync(copy_checkpoints, source, target)
+        return
+    acct = account(owner.uid)
+    message = {
+        "uid": owner.uid,
+        "gid": owner.gid,
+        "groups": list(acct.groups),
+        "source": source,
+        "target": target,
+    }
+    done = await anyio.run_process(
+        _COPIER, input=json.dumps(message).encode(), env={"LANG": "C.UTF-8"}, cwd="/", check=False
+    )
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        raise OSError(said[-1] if said else f"the copy exited with status {done.returncode}")
