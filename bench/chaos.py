@@ -37,7 +37,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -75,7 +75,7 @@ groups = ["{ADMINS}"]
 STEP_SECONDS = 0.25
 CHECKPOINT_EVERY = 4
 # How long a process may outlive the record of its attempt's end (a kill takes effect).
-LEFTOVER_GRACE = 5.0
+LEFTOVER_GRACE = 2.0
 # At the end: how long every job has to end once stopped, and the monitors to exit.
 DRAIN_LIMIT = 120.0
 FINISH_LIMIT = 300
@@ -150,8 +150,10 @@ class Soak:
         self.say(f"[{elapsed:7.1f}s] {event}{': ' + detail if detail else ''}")
 
     def broke(self, what: str) -> None:
-        self.tally.broken.append(what)
-        self.say(f"  BROKEN: {what}")
+        # A broken invariant stays broken: each is told once, however often it is found.
+        if what not in self.tally.broken:
+            self.tally.broken.append(what)
+            self.say(f"  BROKEN: {what}")
 
     # -- what users do --------------------------------------------------------------------
 
@@ -304,7 +306,10 @@ class Soak:
         self.note("clean restart of trainqd")
 
     def kill_monitor(self) -> None:
-        monitors = self.view.monitors()
+        # A job started a moment ago may not have its monitor yet: a short, bounded look.
+        deadline = time.monotonic() + 3
+        while not (monitors := self.view.monitors()) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if not monitors:
             return
         victim = self.rng.choice(monitors)
@@ -438,11 +443,16 @@ class Soak:
 
     # -- the run --------------------------------------------------------------------------
 
-    def run(self, seconds: float) -> None:
+    def run(self, seconds: float, opening: Sequence[str] = ()) -> None:
+        """Events for `seconds`: those named in `opening` first, in order, then at random."""
         self.start()
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self.event()
+        planned = list(opening)
+        while time.monotonic() < deadline or planned:
+            if planned:
+                getattr(self, planned.pop(0))()
+            else:
+                self.event()
             time.sleep(self.rng.uniform(0.1, 1.0))  # let the event take effect, or not
             self.check()
         self.finish()
@@ -523,8 +533,10 @@ def soak(
     gpus: str = "fake:4",
     seed: int | None = None,
     say: Callable[[str], None] = print,
+    opening: Sequence[str] = (),
 ) -> Result:
-    """Run the soak for `minutes` of events; its tally and the printed report."""
+    """Run the soak for `minutes` of events (`opening`'s first: names of Soak.EVENTS);
+    its tally and the printed report."""
     if os.geteuid() != 0:
         raise SystemExit("bench.chaos: run it as root (it makes unix users, trainqd runs as root)")
     # A soak's events, not secrets: a seed that reproduces them.
@@ -537,7 +549,7 @@ def soak(
             try:
                 with hard_limit(minutes * 60 + FINISH_LIMIT):
                     try:
-                        run.run(minutes * 60)
+                        run.run(minutes * 60, opening)
                     except HardLimit as error:
                         run.broke(f"stopped by {error}")
             finally:

@@ -157,8 +157,8 @@ def judge_against_api(ledger: Ledger, job: dict[str, Any]) -> list[str]:
         ended = record.get("ended_at")
         if ended is not None and span.last > _timestamp(ended):
             broken.append(
-                f"job {ledger.job}: attempt {span.attempt} wrote at {span.last:.3f}, after "
-                f"trainqd recorded its end at {_timestamp(ended):.3f}"
+                f"job {ledger.job}: attempt {span.attempt} kept writing after trainqd recorded "
+                f"its end at {_timestamp(ended):.3f}"
             )
     return broken
 

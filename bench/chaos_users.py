@@ -103,3 +103,5 @@ class Agent:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
