@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -480,6 +481,25 @@ class Soak:
                 break
             time.sleep(0.2)
         self.check(final=True)
+        status = self.daemon.stop()
+        broken = self.log_errors()
+        if status != 0:
+            broken.append(f"trainqd exited with {status} on SIGTERM")
+        self.held("trainqd stops cleanly and logged no error", broken, 1)
+
+    def log_errors(self) -> list[str]:
+        """trainqd's log lines of level error or worse, and any line not its JSON (a
+        traceback on stderr)."""
+        found = []
+        for text in self.daemon.log_file.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(text)
+            except ValueError:
+                found.append(f"trainqd wrote: {text[:200]}")
+                continue
+            if entry.get("level") in ("error", "critical"):
+                found.append(f"trainqd logged: {text[:300]}")
+        return found
 
     def report(self, minutes: float) -> str:
         lines = [

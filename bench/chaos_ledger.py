@@ -149,6 +149,15 @@ def judge_against_api(ledger: Ledger, job: dict[str, Any]) -> list[str]:
                 f"trainqd gave {given!r}"
             )
         visible = [d for d in span.cuda.split(",") if d]
+        # The host's indices, or 0..n-1 where trainqd confines a job to its devices.
+        if visible not in (
+            given.split(",") if given else [],
+            [str(i) for i in range(len(visible))],
+        ):
+            broken.append(
+                f"job {ledger.job}: attempt {span.attempt} saw CUDA_VISIBLE_DEVICES "
+                f"{span.cuda!r}, trainqd gave GPUs {given!r}"
+            )
         if len(visible) != job["spec"]["gpus"] or len(span.uuids) != job["spec"]["gpus"]:
             broken.append(
                 f"job {ledger.job}: attempt {span.attempt} saw CUDA_VISIBLE_DEVICES "

@@ -43,6 +43,7 @@ CHECKS = (
     "completed jobs did every step",
     "usage report equals attempts",
     "no process of an ended attempt alive",
+    "trainqd stops cleanly and logged no error",
 )
 
 
