@@ -122,6 +122,9 @@ class Soak:
         self.acknowledged: dict[int, str] = {}
         self.groups: dict[int, str] = {}
         self.jobs: dict[int, checks.Job] = {}
+        self.gpu_count = int(gpus.removeprefix("fake:"))
+        self.drained: int | None = None  # the GPU drained now
+        self.drains: list[checks.Drain] = []  # (GPU, drained at, resumed at)
         self.began = time.monotonic()
 
     # -- life -----------------------------------------------------------------------------
@@ -179,6 +182,9 @@ class Soak:
             spec["max_runtime_seconds"] = self.rng.randint(2, 8)
         if user == self.admin.name and self.rng.random() < 0.5:
             spec["class"] = "urgent"
+        if self.rng.random() < 0.15:  # a crash trainq retries: the retry resumes
+            spec["command"].append(str(self.rng.randint(1, steps)))
+            spec["retry_backoff_seconds"] = 0.5
         return spec
 
     def answered(self, user: str, what: str, answer: Answer) -> bool:
@@ -323,6 +329,57 @@ class Soak:
         if servers and self.kill(servers[0]):
             self.note("kill -9 the fork server", f"pid {servers[0].pid}")
 
+    def freeze_trainqd(self) -> None:
+        """SIGSTOP trainqd for a few seconds: jobs end and monitors exit meanwhile."""
+        assert self.daemon.proc is not None
+        pid, seconds = self.daemon.proc.pid, self.rng.uniform(1, 4)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        self.note("trainqd frozen", f"{seconds:.1f} s")
+
+    def hold_or_release(self) -> None:
+        user = self.rng.choice(list(self.users))
+        pending = [j for j in self.unfinished(user) if j["state"] == "PENDING"]
+        if not pending:
+            return
+        job = self.rng.choice(pending)
+        action = "release" if job["held_by"] else "hold"
+        answer = self.agents[user].ask("POST", f"/v1/jobs/{job['id']}/{action}")
+        if self.answered(user, action, answer):
+            self.note(action, f"{user} job {job['id']}")
+
+    def change_priority(self) -> None:
+        user = self.rng.choice(list(self.users))
+        pending = [j for j in self.unfinished(user) if j["state"] == "PENDING"]
+        if not pending:
+            return
+        job, priority = self.rng.choice(pending), self.rng.randint(-5, 5)
+        answer = self.agents[user].ask("PATCH", f"/v1/jobs/{job['id']}", {"priority": priority})
+        if self.answered(user, "update", answer):
+            self.note("priority changed", f"{user} job {job['id']} to {priority}")
+
+    def drain_or_resume(self) -> None:
+        """An admin drains one GPU, or lifts the drain: nothing may start there meanwhile."""
+        admin = self.agents[self.admin.name]
+        if self.drained is None:
+            gpu = self.rng.randrange(self.gpu_count)
+            answer = admin.ask("POST", "/v1/drain", {"gpus": [gpu], "reason": "chaos"})
+            if self.answered(self.admin.name, "drain", answer):
+                self.drained = gpu
+                self.drains.append((gpu, time.time(), None))
+                self.note("drain a GPU", f"GPU {gpu}")
+            return
+        gpu = self.drained
+        until = time.time()
+        answer = admin.ask("POST", "/v1/resume", {"gpus": [gpu]})
+        if self.answered(self.admin.name, "resume", answer):
+            self.drained = None
+            self.drains[-1] = (gpu, self.drains[-1][1], until)
+            self.note("resume a GPU", f"GPU {gpu}")
+
     def kill(self, proc: Proc) -> bool:
         try:
             os.kill(proc.pid, signal.SIGKILL)
@@ -341,6 +398,10 @@ class Soak:
         ("restart_trainqd", 0.5),
         ("kill_monitor", 2),
         ("kill_fork_server", 1),
+        ("freeze_trainqd", 0.5),
+        ("hold_or_release", 1),
+        ("change_priority", 1),
+        ("drain_or_resume", 0.5),
     )
 
     def event(self) -> None:
@@ -388,6 +449,11 @@ class Soak:
         self.held("attempts one at a time", checks.attempts_in_turn(jobs.values()), len(jobs))
         attempts = sum(len(j["attempts"]) for j in jobs.values())
         self.held("no GPU given twice (API)", checks.gpus_exclusive(jobs.values()), attempts)
+        self.held(
+            "nothing started on a drained GPU",
+            checks.none_started_on_drained(self.drains, jobs.values()),
+            attempts,
+        )
         spans = []
         broken: list[str] = []
         against: list[str] = []

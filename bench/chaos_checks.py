@@ -92,6 +92,29 @@ def gpus_exclusive(jobs: Iterable[Job]) -> list[str]:
     return broken
 
 
+Drain = tuple[int, float, float | None]  # a GPU, drained at, resumed at (None: still)
+
+
+def none_started_on_drained(drains: Sequence[Drain], jobs: Iterable[Job]) -> list[str]:
+    """No attempt started on a GPU between trainqd's answer to its drain and the request
+    that lifted it."""
+    broken = []
+    for job in jobs:
+        for attempt in job["attempts"]:
+            start = when(attempt["started_at"])
+            for gpu, since, until in drains:
+                if (
+                    start is not None
+                    and gpu in attempt["gpus"]
+                    and since < start < (until or float("inf"))
+                ):
+                    broken.append(
+                        f"job {job['id']} attempt {attempt['number']} started on GPU {gpu} "
+                        f"while it was drained"
+                    )
+    return broken
+
+
 def ended_attempts(jobs: Iterable[Job]) -> set[tuple[int, int]]:
     """(job, attempt) of every attempt trainqd recorded as ended, and every attempt of an
     ended job."""

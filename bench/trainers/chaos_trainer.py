@@ -1,7 +1,7 @@
 """The chaos soak's trainer (bench/chaos.py): counts steps, checkpoints, resumes, and writes
 every step it did to a ledger the soak reads.
 
-    chaos_trainer.py LEDGER_DIR STEPS STEP_SECONDS CHECKPOINT_EVERY
+    chaos_trainer.py LEDGER_DIR STEPS STEP_SECONDS CHECKPOINT_EVERY [CRASH_AT]
 
 It resumes from $SAGEMAKER_BASE_DIR/checkpoints/chaos.json (the last step checkpointed, or 0),
 does the steps after it, checkpoints every CHECKPOINT_EVERY steps and on SIGTERM (then exits
@@ -9,7 +9,9 @@ does the steps after it, checkpoints every CHECKPOINT_EVERY steps and on SIGTERM
 STEPS and says "done". Each event is one line appended to LEDGER_DIR/<job id>.jsonl, with
 the attempt, the pid and the GPUs the trainer was given, and always after what it reports (a
 checkpoint line follows the checkpoint's rename), so the ledger never claims more than was
-done. Standard library only: it runs under the system's interpreter, as the job's owner.
+done. With CRASH_AT, its first attempt crashes on reaching that step, as SIGABRT would
+(exit 134, which trainq retries). Standard library only: it runs under the system's
+interpreter, as the job's owner.
 """
 
 import json
@@ -24,6 +26,7 @@ ledger_dir, steps, step_seconds, every = (
     float(sys.argv[3]),
     int(sys.argv[4]),
 )
+crash_at = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 job = os.environ["TRAINQ_JOB_ID"]
 attempt = int(os.environ["TRAINQ_ATTEMPT"])
 checkpoint = os.path.join(os.environ["SAGEMAKER_BASE_DIR"], "checkpoints", "chaos.json")
@@ -71,5 +74,8 @@ while step < steps:
     record("step", step=step)
     if step % every == 0:
         save(step)
+    if attempt == 1 and step == crash_at:
+        record("crash", step=step)
+        sys.exit(134)
 save(steps)
 record("done", step=steps)

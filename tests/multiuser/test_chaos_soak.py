@@ -22,6 +22,10 @@ OPENING = (
     "stop_as_admin",
     "stop_group",
     "restart_trainqd",
+    "drain_or_resume",
+    "freeze_trainqd",
+    "hold_or_release",
+    "change_priority",
     "sweep",
 )
 EVENTS = (
@@ -32,6 +36,8 @@ EVENTS = (
     "kill -9 trainqd",
     "restart trainqd",
     "clean restart of trainqd",
+    "trainqd frozen",
+    "drain a GPU",
 )
 CHECKS = (
     "acknowledged jobs kept",
@@ -43,6 +49,7 @@ CHECKS = (
     "completed jobs did every step",
     "usage report equals attempts",
     "no process of an ended attempt alive",
+    "nothing started on a drained GPU",
     "trainqd stops cleanly and logged no error",
 )
 
