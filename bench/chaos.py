@@ -125,6 +125,7 @@ class Soak:
         self.gpu_count = int(gpus.removeprefix("fake:"))
         self.drained: int | None = None  # the GPU drained now
         self.drains: list[checks.Drain] = []  # (GPU, drained at, resumed at)
+        self.stops: dict[int, float] = {}  # job: when its stop was acknowledged
         self.began = time.monotonic()
 
     # -- life -----------------------------------------------------------------------------
@@ -237,7 +238,14 @@ class Soak:
         body = {"grace_seconds": grace}
         answer = self.agents[user].ask("POST", f"/v1/jobs/{job['id']}/stop", body)
         if self.answered(user, "stop", answer):
+            self.stopped_at([job["id"]])
             self.note("stop by owner", f"{user} job {job['id']} ({job['state']})")
+
+    def stopped_at(self, ids: list[int]) -> None:
+        """Remember when trainqd acknowledged each job's stop (the first time)."""
+        now = time.time()
+        for job_id in ids:
+            self.stops.setdefault(int(job_id), now)
 
     def stop_group(self) -> None:
         if not self.groups:
@@ -245,6 +253,7 @@ class Soak:
         group, user = self.rng.choice(sorted(self.groups.items()))
         answer = self.agents[user].ask("POST", f"/v1/groups/{group}/stop", {"grace_seconds": 1})
         if self.answered(user, "group stop", answer):
+            self.stopped_at(answer.body["stopped"])
             self.note("stop of a sweep", f"{user} group {group}: {answer.body['stopped']}")
 
     def stop_as_admin(self) -> None:
@@ -256,6 +265,7 @@ class Soak:
             "POST", f"/v1/jobs/{job['id']}/stop", {"grace_seconds": 1}
         )
         if self.answered(self.admin.name, "admin stop", answer):
+            self.stopped_at([job["id"]])
             self.note("stop by an admin", f"job {job['id']} of {job['owner']['user']}")
 
     def stop_foreign(self) -> None:
@@ -449,6 +459,11 @@ class Soak:
         self.held("attempts one at a time", checks.attempts_in_turn(jobs.values()), len(jobs))
         attempts = sum(len(j["attempts"]) for j in jobs.values())
         self.held("no GPU given twice (API)", checks.gpus_exclusive(jobs.values()), attempts)
+        self.held(
+            "a stopped job never runs again",
+            checks.stopped_stay_stopped(self.stops, jobs),
+            len(self.stops),
+        )
         self.held(
             "nothing started on a drained GPU",
             checks.none_started_on_drained(self.drains, jobs.values()),

@@ -92,6 +92,21 @@ def gpus_exclusive(jobs: Iterable[Job]) -> list[str]:
     return broken
 
 
+def stopped_stay_stopped(stops: Mapping[int, float], jobs: Mapping[int, Job]) -> list[str]:
+    """A job whose stop trainqd acknowledged never queues or starts again."""
+    broken = []
+    for job_id, acknowledged in sorted(stops.items()):
+        job = jobs[job_id]
+        if job["state"] == "PENDING":
+            broken.append(f"job {job_id} is PENDING again after its stop was acknowledged")
+        broken.extend(
+            f"job {job_id} attempt {a['number']} started after its stop was acknowledged"
+            for a in job["attempts"]
+            if (when(a["started_at"]) or 0.0) > acknowledged
+        )
+    return broken
+
+
 Drain = tuple[int, float, float | None]  # a GPU, drained at, resumed at (None: still)
 
 

@@ -50,6 +50,7 @@ CHECKS = (
     "usage report equals attempts",
     "no process of an ended attempt alive",
     "nothing started on a drained GPU",
+    "a stopped job never runs again",
     "trainqd stops cleanly and logged no error",
 )
 

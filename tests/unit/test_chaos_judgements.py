@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.chaos_checks import acknowledged_kept, gpus_exclusive, leftovers, usage_matches
+from bench.chaos_checks import (
+    acknowledged_kept,
+    gpus_exclusive,
+    leftovers,
+    none_started_on_drained,
+    stopped_stay_stopped,
+    usage_matches,
+)
 from bench.chaos_ledger import Ledger, judge_against_api, judge_attempts, judge_gpu_sharing
 from bench.chaos_procs import Proc
 
@@ -150,3 +157,21 @@ def test_a_process_of_an_ended_attempt_is_a_suspect() -> None:
     }
     found = leftovers([ended, running, stray, agent], jobs, {5: "ann"}, ours={13})
     assert found == [ended, stray]
+
+
+def test_a_start_on_a_drained_gpu_is_found() -> None:
+    # The attempts started on GPU 0 at 0.5 s and 9 s.
+    drains = [(0, 1.0, 8.0), (0, 8.5, None), (1, 0.0, None)]
+    assert none_started_on_drained(drains, [job()]) == [
+        "job 7 attempt 2 started on GPU 0 while it was drained"
+    ]
+    assert none_started_on_drained([(0, 0.1, 0.4), (1, 0.0, None)], [job()]) == []
+
+
+def test_a_stopped_job_that_runs_again_is_found() -> None:
+    jobs = {7: job(), 8: job(8, state="PENDING", attempts=[])}
+    assert stopped_stay_stopped({7: 6.0, 8: 1.0}, jobs) == [
+        "job 7 attempt 2 started after its stop was acknowledged",
+        "job 8 is PENDING again after its stop was acknowledged",
+    ]
+    assert stopped_stay_stopped({7: 12.5}, jobs) == []
