@@ -605,7 +605,8 @@ class Soak:
 
 @contextlib.contextmanager
 def hard_limit(seconds: float) -> Iterator[None]:
-    """HardLimit raised in the main thread after `seconds`; SIGTERM taken as Ctrl-C."""
+    """HardLimit raised in the main thread after `seconds`; SIGTERM and SIGINT raise
+    KeyboardInterrupt."""
 
     def expire(signum: int, frame: FrameType | None) -> None:
         raise HardLimit(f"the hard time limit of {seconds:.0f} s")
@@ -613,14 +614,17 @@ def hard_limit(seconds: float) -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGALRM, expire), signal.signal(signal.SIGTERM, interrupt)
+    # SIGINT too: a shell starts a background job with it ignored, and Python then never
+    # turns it into KeyboardInterrupt.
+    handlers = {signal.SIGALRM: expire, signal.SIGTERM: interrupt, signal.SIGINT: interrupt}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     signal.alarm(max(1, int(seconds)))
     try:
         yield
     finally:
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 @dataclass(frozen=True)
@@ -675,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     except Busy as error:
         print(f"bench.chaos: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("bench.chaos: interrupted (its users, processes and files are gone)", file=sys.stderr)
+        return 130
     print(result.text)
     return 1 if result.tally.broken else 0
 
