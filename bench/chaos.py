@@ -77,6 +77,9 @@ STEP_SECONDS = 0.25
 CHECKPOINT_EVERY = 4
 # How long a process may outlive the record of its attempt's end (a kill takes effect).
 LEFTOVER_GRACE = 2.0
+# How long an acknowledged stop may take to end its job: the stop's grace (3 s at most
+# here) and whatever restarts and freezes of trainqd fall in between.
+STOP_LIMIT = 30.0
 # At the end: how long every job has to end once stopped, and the monitors to exit.
 DRAIN_LIMIT = 120.0
 FINISH_LIMIT = 300
@@ -350,6 +353,22 @@ class Soak:
             os.kill(pid, signal.SIGCONT)
         self.note("trainqd frozen", f"{seconds:.1f} s")
 
+    def freeze_fork_server(self) -> None:
+        """SIGSTOP the fork server past trainqd's wait for its answer, while a job starts."""
+        assert self.daemon.proc is not None
+        servers = self.view.fork_servers(self.daemon.proc.pid)
+        if not servers:
+            return
+        pid, seconds = servers[0].pid, self.rng.uniform(5.5, 8)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            self.submit()
+            time.sleep(seconds)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.note("fork server frozen", f"{seconds:.1f} s")
+
     def hold_or_release(self) -> None:
         user = self.rng.choice(list(self.users))
         pending = [j for j in self.unfinished(user) if j["state"] == "PENDING"]
@@ -409,6 +428,7 @@ class Soak:
         ("kill_monitor", 2),
         ("kill_fork_server", 1),
         ("freeze_trainqd", 0.5),
+        ("freeze_fork_server", 0.3),
         ("hold_or_release", 1),
         ("change_priority", 1),
         ("drain_or_resume", 0.5),
@@ -462,6 +482,11 @@ class Soak:
         self.held(
             "a stopped job never runs again",
             checks.stopped_stay_stopped(self.stops, jobs),
+            len(self.stops),
+        )
+        self.held(
+            "a stop takes effect",
+            checks.stops_take_effect(self.stops, jobs, time.time(), STOP_LIMIT),
             len(self.stops),
         )
         self.held(
@@ -571,14 +596,20 @@ class Soak:
     def log_errors(self) -> list[str]:
         """trainqd's log lines of level error or worse, and any line not its JSON (a
         traceback on stderr)."""
-        found = []
-        for text in self.daemon.log_file.read_text(errors="replace").splitlines():
+        found: list[str] = []
+        other: list[str] = []  # lines in a row that are not its JSON: told as one
+        for text in [*self.daemon.log_file.read_text(errors="replace").splitlines(), "{}"]:
             try:
                 entry = json.loads(text)
             except ValueError:
-                found.append(f"trainqd wrote: {text[:200]}")
+                other.append(text)
                 continue
-            if entry.get("level") in ("error", "critical"):
+            if other:
+                found.append(
+                    f"trainqd wrote {len(other)} lines: {other[0][:100]} ... {other[-1][:200]}"
+                )
+                other = []
+            if isinstance(entry, dict) and entry.get("level") in ("error", "critical"):
                 found.append(f"trainqd logged: {text[:300]}")
         return found
 
@@ -586,7 +617,8 @@ class Soak:
         lines = [
             f"chaos soak: {minutes:g} minutes of events, {time.monotonic() - self.began:.0f} s "
             f"in all, trainqd --gpus {self.daemon.gpus}, users {', '.join(self.users)}",
-            f"jobs: {len(self.jobs)} ({len(self.acknowledged)} acknowledged), "
+            f"jobs: {len(self.jobs)} ({len(self.acknowledged)} acknowledged; the answer to the "
+            f"other {len(set(self.jobs) - set(self.acknowledged))} was lost to a kill), "
             f"states {dict(Counter(j['state'] for j in self.jobs.values()))}",
             f"attempts: {sum(len(j['attempts']) for j in self.jobs.values())}, outcomes "
             f"{dict(Counter(a['outcome'] for j in self.jobs.values() for a in j['attempts']))}",

@@ -107,6 +107,18 @@ def stopped_stay_stopped(stops: Mapping[int, float], jobs: Mapping[int, Job]) ->
     return broken
 
 
+def stops_take_effect(
+    stops: Mapping[int, float], jobs: Mapping[int, Job], now: float, limit: float
+) -> list[str]:
+    """A job whose stop trainqd acknowledged has ended `limit` seconds later (the stop's
+    grace and trainqd's restarts included)."""
+    return [
+        f"job {job_id} still {jobs[job_id]['state']} {limit:g} s after its stop was acknowledged"
+        for job_id, acknowledged in sorted(stops.items())
+        if jobs[job_id]["state"] not in TERMINAL and now - acknowledged > limit
+    ]
+
+
 Drain = tuple[int, float, float | None]  # a GPU, drained at, resumed at (None: still)
 
 

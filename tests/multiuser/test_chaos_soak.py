@@ -51,6 +51,7 @@ CHECKS = (
     "no process of an ended attempt alive",
     "nothing started on a drained GPU",
     "a stopped job never runs again",
+    "a stop takes effect",
     "trainqd stops cleanly and logged no error",
 )
 

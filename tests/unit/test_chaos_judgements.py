@@ -11,6 +11,7 @@ from bench.chaos_checks import (
     leftovers,
     none_started_on_drained,
     stopped_stay_stopped,
+    stops_take_effect,
     usage_matches,
 )
 from bench.chaos_ledger import Ledger, judge_against_api, judge_attempts, judge_gpu_sharing
@@ -175,3 +176,11 @@ def test_a_stopped_job_that_runs_again_is_found() -> None:
         "job 8 is PENDING again after its stop was acknowledged",
     ]
     assert stopped_stay_stopped({7: 12.5}, jobs) == []
+
+
+def test_a_stop_that_does_not_take_effect_is_found() -> None:
+    jobs = {7: job(), 8: job(8, state="STOPPING")}
+    assert stops_take_effect({7: 1.0, 8: 1.0}, jobs, now=20.0, limit=30) == []
+    assert stops_take_effect({7: 1.0, 8: 1.0}, jobs, now=40.0, limit=30) == [
+        "job 8 still STOPPING 30 s after its stop was acknowledged"
+    ]
