@@ -8,19 +8,23 @@ soak's own (chaos_accounts.py: tqchaos-ann, tqchaos-ben, and tqchaos-cat of tqch
 trainqd's admin group); each acts through an agent of their own (chaos_users.py). The trainers
 (trainers/chaos_trainer.py) checkpoint and resume and write each step to a ledger per job.
 
-Events, drawn at random: submissions and sweeps (some with a time limit, some of the class
-that may preempt), stops by the owner, by an admin, of a whole sweep, and refused ones by
-another user; `kill -9` of trainqd (sometimes while a sweep is being submitted) and its
-restart, a clean restart, `kill -9` of a random monitor and of the monitor fork server.
-Fair-share preemption and the urgent class preempt the preemptible default class.
+Events, drawn at random (Soak.EVENTS): submissions and sweeps (some with a time limit, some
+that crash once and are retried, some of the class that may preempt), stops by the owner, by
+an admin, of a whole sweep, and refused ones by another user; holds, releases, priority
+changes, an admin's drains; `kill -9` of trainqd (sometimes while a sweep is being submitted)
+and its restart, a clean restart, trainqd frozen; `kill -9` of a random monitor and of the
+monitor fork server, the fork server frozen. Fair-share preemption and the urgent class
+preempt the preemptible default class.
 
 After each event (chaos_checks.py, chaos_ledger.py): no acknowledged job lost; a job's
 attempts one after another, never two at once (trainqd's records and the trainers' ledgers);
-no GPU given to two jobs at once (trainqd's records, and the GPUs each trainer saw); no
+no GPU given to two jobs at once (trainqd's records, and the GPUs each trainer saw), none
+started on a drained GPU; a stopped job ends in bounded time and never runs again; no
 process of an ended attempt alive (chaos_procs.py); every resumed trainer went on from its
 last checkpoint; the usage report equals what the attempts add up to. At the end every job
-is stopped, everything must end, and the checks run once more. The counts of events and
-checks are printed; the exit status is 1 if any invariant broke.
+is stopped, everything must end, the checks run once more, and trainqd must stop cleanly
+with no error in its log. The counts of events and checks are printed; the exit status is 1
+if any invariant broke.
 
 A hard time limit (the soak's length plus FINISH_LIMIT) ends it whatever happens; users,
 processes and the temporary directory are cleaned up on any exit, Ctrl-C included.
