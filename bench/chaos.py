@@ -489,6 +489,9 @@ class Soak:
             len(self.stops),
         )
         self.held(
+            "no job failed by trainq's doing", checks.failed_by_trainq(jobs.values()), len(jobs)
+        )
+        self.held(
             "a stop takes effect",
             checks.stops_take_effect(self.stops, jobs, time.time(), STOP_LIMIT),
             len(self.stops),
@@ -626,6 +629,13 @@ class Soak:
             f"states {dict(Counter(j['state'] for j in self.jobs.values()))}",
             f"attempts: {sum(len(j['attempts']) for j in self.jobs.values())}, outcomes "
             f"{dict(Counter(a['outcome'] for j in self.jobs.values() for a in j['attempts']))}",
+            *(
+                f"  job {j['id']} FAILED: {j['failure_reason']!r}; its last attempt "
+                f"{j['attempts'][-1]['outcome'] if j['attempts'] else None}: "
+                f"{j['attempts'][-1]['reason'] if j['attempts'] else None!r}"
+                for j in self.jobs.values()
+                if j["state"] == "FAILED"
+            ),
             "events:",
             *(f"  {name:<58} {n:>6}" for name, n in sorted(self.tally.events.items())),
             "checks (rounds, things looked at):",

@@ -107,6 +107,23 @@ def stopped_stay_stopped(stops: Mapping[int, float], jobs: Mapping[int, Job]) ->
     return broken
 
 
+def failed_by_trainq(jobs: Iterable[Job]) -> list[str]:
+    """The soak's trainers fail nothing of their own (their one crash is retried): an attempt
+    that could not start, or a job FAILED other than by the monitors the soak killed (lost,
+    beyond their budget), is trainq's doing."""
+    broken = []
+    for job in jobs:
+        broken.extend(
+            f"job {job['id']} attempt {a['number']} could not start: {a['reason']!r}"
+            for a in job["attempts"]
+            if a["outcome"] == "start_failed"
+        )
+        last = job["attempts"][-1]["outcome"] if job["attempts"] else None
+        if job["state"] == "FAILED" and last not in ("lost", "start_failed"):
+            broken.append(f"job {job['id']} FAILED: {job['failure_reason']!r}")
+    return broken
+
+
 def stops_take_effect(
     stops: Mapping[int, float], jobs: Mapping[int, Job], now: float, limit: float
 ) -> list[str]:

@@ -52,6 +52,7 @@ CHECKS = (
     "nothing started on a drained GPU",
     "a stopped job never runs again",
     "a stop takes effect",
+    "no job failed by trainq's doing",
     "trainqd stops cleanly and logged no error",
 )
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.chaos_checks import (
     acknowledged_kept,
+    failed_by_trainq,
     gpus_exclusive,
     leftovers,
     none_started_on_drained,
@@ -183,4 +184,19 @@ def test_a_stop_that_does_not_take_effect_is_found() -> None:
     assert stops_take_effect({7: 1.0, 8: 1.0}, jobs, now=20.0, limit=30) == []
     assert stops_take_effect({7: 1.0, 8: 1.0}, jobs, now=40.0, limit=30) == [
         "job 8 still STOPPING 30 s after its stop was acknowledged"
+    ]
+
+
+def test_a_job_failed_by_trainq_is_found() -> None:
+    lost = {"number": 1, "gpus": [0], "outcome": "lost", "reason": None}
+    refused = {"number": 1, "gpus": [0], "outcome": "start_failed", "reason": "File exists"}
+    crashed = {"number": 1, "gpus": [0], "outcome": "exited", "reason": None}
+    jobs = [
+        job(1, state="FAILED", attempts=[lost], failure_reason="lost 4 times"),
+        job(2, state="FAILED", attempts=[refused], failure_reason="File exists"),
+        job(3, state="FAILED", attempts=[crashed], failure_reason="exit 134"),
+    ]
+    assert failed_by_trainq(jobs) == [
+        "job 2 attempt 1 could not start: 'File exists'",
+        "job 3 FAILED: 'exit 134'",
     ]
