@@ -236,11 +236,11 @@ class Soak:
         ]
 
     def stop_own(self) -> None:
-        user = self.rng.choice(list(self.users))
-        mine = self.unfinished(user)
-        if not mine:
+        unfinished = self.unfinished()
+        if not unfinished:
             return
-        job = self.rng.choice(mine)
+        job = self.rng.choice(unfinished)
+        user = job["owner"]["user"]
         grace = self.rng.choice([0.0, 0.5, 2.0])
         body = {"grace_seconds": grace}
         answer = self.agents[user].ask("POST", f"/v1/jobs/{job['id']}/stop", body)
@@ -255,9 +255,11 @@ class Soak:
             self.stops.setdefault(int(job_id), now)
 
     def stop_group(self) -> None:
-        if not self.groups:
+        running = {j["group_id"] for j in self.unfinished()}
+        groups = sorted((g, u) for g, u in self.groups.items() if g in running)
+        if not groups:
             return
-        group, user = self.rng.choice(sorted(self.groups.items()))
+        group, user = self.rng.choice(groups)
         answer = self.agents[user].ask("POST", f"/v1/groups/{group}/stop", {"grace_seconds": 1})
         if self.answered(user, "group stop", answer):
             self.stopped_at(answer.body["stopped"])

@@ -17,9 +17,11 @@ OPENING = (
     "kill_fork_server",
     "submit",
     "kill_trainqd",
+    "sweep",  # jobs to stop, whatever ended meanwhile
     "stop_own",
     "stop_foreign",
     "stop_as_admin",
+    "sweep",
     "stop_group",
     "restart_trainqd",
     "drain_or_resume",
