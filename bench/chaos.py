@@ -203,6 +203,9 @@ class Soak:
         if answer.status >= 500:
             self.broke(f"{user} {what}: trainqd answered {answer}")
             return False
+        if answer.status >= 400:  # a stop of a job that ended meanwhile, say: counted, shown
+            self.note("refused request", f"{user} {what}: {answer}")
+            return False
         return 200 <= answer.status < 300
 
     def acknowledge(self, user: str, answer: Answer) -> list[int]:
