@@ -6,8 +6,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import psutil
 import pytest
@@ -122,3 +126,68 @@ def test_the_server_exits_when_trainqd_lets_go() -> None:
     assert server is not None
     starter.close()
     assert server[0].returncode == 0
+
+
+def test_the_server_exits_quietly_when_trainqd_dies_before_reading_its_answer(
+    tmp_path: Path,
+) -> None:
+    """trainqd killed between a launch and its answer: the server's next read is a reset
+    (its answer was never read), which is trainqd letting go, not a crash to report."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    stderr = tmp_path / "server.stderr"
+    with stderr.open("wb") as err:
+        server = subprocess.Popen(
+            spawn.monitor_argv(fork_server=True),
+            stdin=theirs.fileno(),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    theirs.close()
+    launch = os.memfd_create("not-a-launch")
+    os.write(launch, b"{}")  # the forked monitor refuses it into its log, and exits
+    log = os.open(tmp_path / "monitor.log", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        socket.send_fds(ours, [spawn.LAUNCH_MESSAGE], [launch, log])
+        ours.settimeout(10)
+        assert len(ours.recv(spawn.PID.size, socket.MSG_PEEK)) == spawn.PID.size
+    finally:
+        os.close(launch)
+        os.close(log)
+        ours.close()  # with the answer unread, as when trainqd is killed at this moment
+    assert server.wait(10) == 0
+    assert stderr.read_text() == ""
+
+
+def test_a_server_that_does_not_answer_never_forks_the_launch_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server stuck past trainqd's wait (stopped here; swapped out or starved on a host)
+    still holds the launch in its queue. The monitor trainqd then starts from nothing must be
+    the attempt's only one: the server is killed, not left to wake up and fork a second
+    monitor that takes the attempt's exit record (the job failed as 'start_failed')."""
+    monkeypatch.setattr(spawn, "SERVER_ANSWER_TIMEOUT", 0.3)
+    starter = spawn.MonitorStarter()
+    starter.start_server()
+    server = server_pid()
+    assert server is not None
+    os.kill(server, signal.SIGSTOP)
+
+    def wake() -> None:  # after trainqd gave up on it, while it would still be reaped
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGCONT)
+
+    code = "import time; print('trainer ran', flush=True); time.sleep(1)"
+    waker = threading.Timer(0.8, wake)
+    try:
+        with attempt_of(python(code)) as attempt:
+            waker.start()
+            started = starter.start(attempt.launch)
+            assert started.popen is not None  # from nothing
+            record = wait_for(attempt.record, timeout=15, what="the exit record")
+            assert (record.outcome, record.reason) == ("exited", None)
+            assert attempt.stdout() == "trainer ran\n"
+            assert started.popen.wait(10) == 0
+    finally:
+        waker.join()
+        starter.close()

@@ -64,7 +64,10 @@ def serve(sock_fd: int) -> int:
     # neither spends milliseconds walking it nor dirties (copies) its pages doing so.
     gc.freeze()
     while True:
-        message, fds, _, _ = socket.recv_fds(sock, 16, 2)
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, 16, 2)
+        except ConnectionResetError:
+            return 0  # trainqd died with an answer of ours unread: it let go all the same
         if not message:
             return 0  # trainqd closed its end: it stopped, or restarts the server
         if message != LAUNCH_MESSAGE or len(fds) != 2:
@@ -82,4 +85,7 @@ def serve(sock_fd: int) -> int:
                 os._exit(status)
         os.close(launch_fd)
         os.close(log_fd)
-        sock.sendall(PID.pack(pid))
+        try:
+            sock.sendall(PID.pack(pid))
+        except (BrokenPipeError, ConnectionResetError):
+            return 0  # trainqd died before the answer (the monitor runs on; a later one finds it)

@@ -158,7 +158,7 @@ class MonitorStarter:
             pid = self._fork(self._server[1], launch)
             if pid is not None:
                 return Started(pid)
-            self.close()  # a dead or stuck server: the next attempt gets a new one
+            self._kill_server()  # a dead or stuck server: the next attempt gets a new one
         popen = start_monitor(launch)
         return Started(popen.pid, popen)
 
@@ -186,6 +186,18 @@ class MonitorStarter:
             os.close(log_fd)
         pid: int = PID.unpack(answer)[0]
         return pid
+
+    def _kill_server(self) -> None:
+        """A server that did not answer may be stuck with the launch still in its queue: it
+        is killed outright before the launch goes to a monitor started from nothing, so it
+        can never wake up and fork a second monitor for the same attempt."""
+        if self._server is not None:
+            popen, sock = self._server
+            self._server = None
+            with contextlib.suppress(ProcessLookupError):
+                popen.kill()
+            popen.wait()
+            sock.close()
 
     def close(self) -> None:
         """The server sees EOF and exits (its monitors go on); reaped here if it did."""
