@@ -170,6 +170,7 @@ def test_following_many_slurm_jobs_fits_the_kernels_argument_limit(
     started, and no user's Slurm job would be followed again."""
     monkeypatch.setenv("PATH", f"{fake_slurm / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     backend = SlurmBackend.__new__(SlurmBackend)  # asking Slurm needs none of its state
+    backend._command_timeout = 60.0
     ids = list(range(10_000_000, 10_030_000))
     states = anyio.run(backend._slurm_states, ids)
     assert states == dict.fromkeys(ids, "RUNNING")
