@@ -249,6 +249,13 @@ def export(ctx: Context, args: argparse.Namespace) -> int:
     return export_command.export(ctx, args)
 
 
+def ui(ctx: Context, args: argparse.Namespace) -> int:
+    """The web pages through a local forwarder (trainq.ui_forward)."""
+    from trainq import ui_forward  # noqa: PLC0415 (asyncio only where it serves)
+
+    return ui_forward.run(ctx.socket_path, args.port, ctx.stdout)
+
+
 def _sharing(name: str) -> Command:
     """A command of trainq.sharing_commands, imported when it runs."""
 
@@ -274,5 +281,6 @@ COMMANDS: dict[str, Command] = {
     "users": users,
     "top": top,
     "export": export,
+    "ui": ui,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

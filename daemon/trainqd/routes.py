@@ -80,6 +80,7 @@ from trainqd.submit_tokens import (
     same_request,
     token_of,
 )
+from trainqd.ui_routes import ui_routes
 from trainqd.views import job_record
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
@@ -657,6 +658,7 @@ class Api:
             ),
             Route("GET", "/v1/openapi.json", self.openapi_document, "This API's OpenAPI document"),
             *self.sharing.routes(),
+            *ui_routes(),
         ]
 
 

@@ -1,0 +1,316 @@
+// trainq's pages: an API client in the browser. Every number comes from /v1/... asked as
+// whoever opened the page; the DOM is built with textContent only (job names, reasons and
+// logs are other people's text).
+
+const view = document.getElementById("view");
+const live = document.getElementById("live");
+const SAMPLE_MS = 5000; // GPUs change without events: one /v1/gpus for the whole box
+const KEEP = 720; // an hour of samples at SAMPLE_MS
+
+// --- the API ---------------------------------------------------------------------------
+
+async function api(path) {
+  const response = await fetch(path, { headers: { accept: "application/json" } });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const message = body && body.error ? body.error.message : response.statusText;
+    throw Object.assign(new Error(message), { status: response.status });
+  }
+  return body;
+}
+
+// Reads an NDJSON stream, calling `each` per record, until it ends or `signal` aborts it.
+async function follow(path, each, signal) {
+  const response = await fetch(path, { signal });
+  if (!response.ok) throw Object.assign(new Error(response.statusText), { status: response.status });
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    rest += value;
+    const lines = rest.split("\n");
+    rest = lines.pop();
+    for (const line of lines) if (line.trim()) each(JSON.parse(line));
+  }
+}
+
+// --- the DOM -----------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined) continue;
+    if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function table(caption, headers, rows, attrs = {}) {
+  return el("div", { class: "scroll" },
+    el("table", attrs,
+      el("caption", { text: caption }),
+      el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, rows)));
+}
+
+const cell = (text, attrs = {}) => el("td", { ...attrs, text: text ?? "–" });
+const num = (text, attrs = {}) => cell(text, { ...attrs, class: `num ${attrs.class ?? ""}`.trim() });
+const stateWord = (state) => el("span", { class: `state state-${state}`, "data-state": state, text: state.toLowerCase() });
+const jobLink = (id) => el("a", { href: `#/job/${id}`, text: `#${id}` });
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : "–");
+const pct = (value) => (value === null || value === undefined ? null : `${Math.round(value)}%`);
+
+function show(title, ...content) {
+  document.title = `${title} · trainq`;
+  view.replaceChildren(el("h1", { text: title }), ...content.filter((part) => part !== null));
+}
+
+function failure(error) {
+  return el("p", { class: "note", role: "alert", text: `trainqd says: ${error.message}` });
+}
+
+// --- the live parts: events and GPU samples ------------------------------------------------
+
+const eventListeners = new Set();
+let eventsUp = false;
+
+async function followEvents() {
+  for (let wait = 500; ; wait = Math.min(wait * 2, 10000)) {
+    try {
+      const stream = follow("/v1/events", (event) => {
+        for (const listener of eventListeners) listener(event);
+      });
+      eventsUp = true;
+      live.textContent = "live";
+      await stream;
+    } catch (error) {
+      // reconnected below
+    }
+    eventsUp = false;
+    live.textContent = "reconnecting…";
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
+
+const samples = { times: [], gpus: new Map(), last: null };
+const sampleListeners = new Set();
+
+async function sampleGpus() {
+  try {
+    const list = await api("/v1/gpus");
+    const now = Date.now() / 1000;
+    samples.times.push(now);
+    for (const gpu of list.gpus) {
+      if (!samples.gpus.has(gpu.index)) samples.gpus.set(gpu.index, { util: [], mem: [] });
+      const series = samples.gpus.get(gpu.index);
+      series.util.push(gpu.utilization_percent);
+      series.mem.push(gpu.memory_used_mib);
+    }
+    if (samples.times.length > KEEP) {
+      samples.times.shift();
+      for (const series of samples.gpus.values()) { series.util.shift(); series.mem.shift(); }
+    }
+    samples.last = list;
+    for (const listener of sampleListeners) listener(list);
+  } catch (error) {
+    live.textContent = `cannot reach trainqd: ${error.message}`;
+  }
+}
+
+// A chart of `series` ({label, values}) over the sample times; uPlot when it loaded.
+function chart(title, unit, series) {
+  const box = el("figure", { class: "chart", "data-chart": title });
+  box.append(el("figcaption", { text: `${title} (${unit}), the samples since this page opened` }));
+  if (typeof uPlot === "undefined" || samples.times.length === 0) return box;
+  const width = Math.min(800, Math.max(280, view.clientWidth - 40));
+  const colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
+  new uPlot({
+    width, height: 200,
+    series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % colours.length], width: 2 }))],
+    axes: [{}, { label: unit }],
+  }, [samples.times.slice(), ...series.map((s) => s.values.slice())], box);
+  box.dataset.series = JSON.stringify(series.map((s) => s.values.at(-1) ?? null));
+  return box;
+}
+
+// --- pages ---------------------------------------------------------------------------------
+
+async function runningJobs() {
+  const list = await api("/v1/jobs?state=RUNNING&limit=1000");
+  return new Map(list.jobs.map((job) => [job.id, job]));
+}
+
+async function boxPage() {
+  const list = samples.last ?? (await api("/v1/gpus"));
+  const holders = await runningJobs();
+  const rows = list.gpus.map((gpu) => {
+    const job = gpu.job_id === null ? null : holders.get(gpu.job_id);
+    let held = "free";
+    if (gpu.job_id !== null) held = `job ${gpu.job_id}${job ? ` (${job.owner.user})` : ""}`;
+    else if (gpu.foreign_pids.length) held = `used outside trainq (${gpu.foreign_pids.length} processes)`;
+    return el("tr", { "data-gpu": gpu.index },
+      num(gpu.index),
+      cell(gpu.name),
+      el("td", {}, gpu.job_id === null ? held : el("a", { href: `#/job/${gpu.job_id}`, text: held })),
+      num(pct(gpu.utilization_percent), { class: "util" }),
+      num(gpu.memory_used_mib === null ? null : `${gpu.memory_used_mib} / ${gpu.memory_total_mib} MiB`, { class: "mem" }),
+      cell(gpu.drain ? `drained by ${gpu.drain.by}: ${gpu.drain.reason}` : "no"));
+  });
+  const gpuSeries = (key) => [...samples.gpus.entries()].map(([index, s]) => ({ label: `GPU ${index}`, values: s[key] }));
+  show("The box",
+    list.host_drain ? el("p", { role: "note", text: `The whole host is drained by ${list.host_drain.by}: ${list.host_drain.reason}` }) : null,
+    table(`${list.gpus.length} GPUs (${list.backend})`, ["GPU", "Model", "Held by", "Utilization", "Memory", "Drained"], rows, { id: "gpus" }),
+    chart("GPU utilization", "%", gpuSeries("util")),
+    chart("GPU memory used", "MiB", gpuSeries("mem")));
+}
+
+async function queuePage() {
+  const list = await api("/v1/jobs?limit=1000");
+  const order = { RUNNING: 0, STOPPING: 1, PENDING: 2 };
+  const jobs = list.jobs.slice().sort((a, b) =>
+    (order[a.state] ?? 3) - (order[b.state] ?? 3) || (a.place ?? 0) - (b.place ?? 0) || a.id - b.id);
+  const rows = jobs.map((job) => el("tr", { "data-job": job.id },
+    el("td", {}, jobLink(job.id)),
+    cell(job.name),
+    cell(job.owner.user),
+    el("td", {}, stateWord(job.state)),
+    cell(job.gpus.length ? job.gpus.join(", ") : String(job.spec.gpus ?? 0)),
+    num(job.place),
+    cell(job.pending_reason ?? (job.started_at ? `since ${when(job.started_at)}` : null))));
+  const more = list.next ? el("p", { class: "note", text: `The first ${jobs.length} of ${list.total} jobs.` }) : null;
+  show("The queue",
+    table(`${jobs.length} running and waiting jobs`, ["Job", "Name", "User", "State", "GPUs", "Place", "Why / since"], rows, { id: "queue" }),
+    more);
+}
+
+let jobStream = null;
+let redrawJobCharts = null; // the job page's charts follow the samples without a new render
+
+async function jobPage(id) {
+  const job = await api(`/v1/jobs/${id}`);
+  const states = el("ol", { id: "states" });
+  const attempts = job.attempts.map((a) => el("tr", { "data-attempt": a.number },
+    num(a.number),
+    cell(a.gpus.join(", ") || "none"),
+    cell(when(a.started_at)),
+    cell(when(a.ended_at)),
+    cell(a.outcome ?? (a.ended_at ? null : "running")),
+    cell(a.exit_code ?? a.signal_name),
+    num(pct(a.gpu_util_mean)),
+    num(pct(a.gpu_util_peak)),
+    num(a.gpu_memory_peak_mib),
+    cell(a.reason)));
+  const log = el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "log tail" });
+  const mine = job.gpus;
+  const gpuSeries = (key) => mine.filter((i) => samples.gpus.has(i)).map((i) => ({ label: `GPU ${i}`, values: samples.gpus.get(i)[key] }));
+  const charts = el("div", { id: "job-charts" });
+  const drawCharts = () => {
+    if (!mine.length) return;
+    charts.replaceChildren(
+      chart("This job's GPU utilization", "%", gpuSeries("util")),
+      chart("This job's GPU memory used", "MiB", gpuSeries("mem")));
+  };
+  drawCharts();
+  show(`Job ${job.id}: ${job.name}`,
+    el("p", {}, "State: ", stateWord(job.state), ` · owner ${job.owner.user} · priority ${job.priority}`,
+      job.pending_reason ? ` · waiting: ${job.pending_reason}` : "",
+      job.place ? ` · place ${job.place}` : "",
+      job.failure_reason ? ` · failed: ${job.failure_reason}` : "",
+      job.stop_reason ? ` · stopped: ${job.stop_reason}` : ""),
+    el("h2", { text: "States" }), states,
+    table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], attempts, { id: "attempts" }),
+    charts,
+    el("h2", { text: "Log" }), log);
+  redrawJobCharts = drawCharts;
+  jobStream?.abort();
+  jobStream = new AbortController();
+  const signal = jobStream.signal;
+  follow(`/v1/events?job=${id}&since=0`, (event) => {
+    states.append(el("li", { "data-state": event.to_state },
+      `${when(event.time)}: `, stateWord(event.to_state), event.reason ? ` (${event.reason})` : ""));
+  }, signal).catch(() => {});
+  followLog(job, log, signal);
+}
+
+async function followLog(job, log, signal) {
+  const active = job.state === "RUNNING" || job.state === "STOPPING";
+  try {
+    const response = await fetch(`/v1/jobs/${job.id}/logs?tail=200${active ? "&follow=1" : ""}`, { signal });
+    if (!response.ok) {
+      const body = await response.json().catch(() => null);
+      log.textContent = response.status === 403 ? "The log is for its owner's eyes." : (body?.error?.message ?? response.statusText);
+      log.dataset.refused = String(response.status);
+      return;
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      log.append(value);
+      log.scrollTop = log.scrollHeight;
+    }
+  } catch (error) {
+    if (!signal.aborted) log.append(`\n[log: ${error.message}]`);
+  }
+}
+
+async function usersPage() {
+  const list = await api("/v1/users");
+  const rows = list.users.map((u) => el("tr", { "data-user": u.user },
+    cell(u.user),
+    num(u.gpu_hours.toFixed(2)),
+    num(`${(u.share * 100).toFixed(1)}%`),
+    num(`${u.running_jobs} (${u.running_gpus} GPUs)`),
+    num(`${u.waiting_jobs} (${u.waiting_gpus} GPUs)`)));
+  show("Users",
+    table(list.half_life_days ? `Recent use (half-life ${list.half_life_days} days)` : "Fair share is off",
+      ["User", "GPU-hours", "Share", "Running", "Waiting"], rows, { id: "users" }));
+}
+
+// --- routing -------------------------------------------------------------------------------
+
+function route() {
+  const hash = location.hash || "#/box";
+  const job = hash.match(/^#\/job\/(\d+)$/);
+  if (job) return { name: "job", render: () => jobPage(job[1]), live: (e) => e.job_id === Number(job[1]) };
+  if (hash === "#/queue") return { name: "queue", render: queuePage, live: () => true };
+  if (hash === "#/users") return { name: "users", render: usersPage, live: () => true };
+  return { name: "box", render: boxPage, live: () => true, sampled: true };
+}
+
+let current = route();
+let pending = null;
+
+function render(focus) {
+  current = route();
+  jobStream?.abort();
+  jobStream = null;
+  redrawJobCharts = null;
+  for (const link of document.querySelectorAll("nav a")) {
+    if (link.getAttribute("href") === `#/${current.name}`) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  return current.render().then(() => { if (focus) view.focus(); }).catch((error) => show("trainq", failure(error)));
+}
+
+// Events come in bursts: one render per burst, a tenth of a second after it starts.
+function refreshSoon() {
+  if (pending) return;
+  pending = setTimeout(() => { pending = null; render(false); }, 100);
+}
+
+eventListeners.add((event) => { if (current.name !== "job" && current.live(event)) refreshSoon(); });
+eventListeners.add((event) => { if (current.name === "job" && current.live(event) && ["COMPLETED", "FAILED", "STOPPED", "RUNNING"].includes(event.to_state)) refreshSoon(); });
+sampleListeners.add(() => { if (current.sampled) refreshSoon(); else redrawJobCharts?.(); });
+window.addEventListener("hashchange", () => render(true));
+
+render(false);
+followEvents();
+sampleGpus();
+setInterval(sampleGpus, SAMPLE_MS);
