@@ -44,7 +44,7 @@ function el(tag, attrs = {}, ...children) {
     if (key === "text") node.textContent = value;
     else node.setAttribute(key, value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.append(child instanceof Node ? child : String(child));
   }
@@ -223,6 +223,7 @@ async function jobPage(id) {
       job.place ? ` · place ${job.place}` : "",
       job.failure_reason ? ` · failed: ${job.failure_reason}` : "",
       job.stop_reason ? ` · stopped: ${job.stop_reason}` : ""),
+    el("h2", { text: "What it runs" }), specList(job.spec),
     el("h2", { text: "States" }), states,
     table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], attempts, { id: "attempts" }),
     charts,
@@ -236,6 +237,18 @@ async function jobPage(id) {
       `${when(event.time)}: `, stateWord(event.to_state), event.reason ? ` (${event.reason})` : ""));
   }, signal).catch(() => {});
   followLog(job, log, signal);
+}
+
+// The spec as the API gave it: other users get hidden values where the owner gets them whole.
+function specList(spec) {
+  const rows = [
+    ["Command", spec.command ? spec.command.join(" ") : null],
+    ["Image", spec.image],
+    ["GPUs", spec.gpus],
+    ...Object.entries(spec.environment ?? {}).map(([k, v]) => [`env ${k}`, v]),
+    ...Object.entries(spec.hyperparameters ?? {}).map(([k, v]) => [`hyperparameter ${k}`, typeof v === "string" ? v : JSON.stringify(v)]),
+  ].filter(([, value]) => value !== null && value !== undefined);
+  return el("dl", { id: "spec" }, rows.map(([name, value]) => [el("dt", { text: name }), el("dd", { text: String(value) })]));
 }
 
 async function followLog(job, log, signal) {
