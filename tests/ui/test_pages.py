@@ -109,3 +109,21 @@ def test_the_users_page_and_a_phone_width(box: Daemon, ui: Forwarder, browser: B
     until(lambda: page.locator("#queue").count() == 1, "the queue page")
     assert page.evaluate("document.activeElement.id") == "view"  # focus moves to the page
     screenshot(page, "users-phone")
+
+
+def test_the_reports_page_draws_the_apis_report(
+    box: Daemon, ui: Forwarder, browser: Browser
+) -> None:
+    for _ in range(2):
+        job = box.submit({"command": ["true"], "gpus": 1})
+        box.wait_state(job["id"], "COMPLETED")
+    page = open_page(browser, ui.page_url("#/reports?since=1d&by=user"))
+    row = page.locator("#report tr[data-row='root'] td")
+    until(lambda: row.count() == 8, "the report")
+    [api] = box.get("/v1/report?since=1d&by=user").json()["rows"]
+    texts = row.all_inner_texts()
+    assert texts[1] == f"{api['gpu_hours']:.2f}"
+    assert texts[4:6] == [str(api["jobs"]), str(api["completed"])] == ["2", "2"]
+    assert page.locator("#report .bar").count() == 1
+    assert page.script_errors == []  # type: ignore[attr-defined]
+    screenshot(page, "reports")

@@ -286,6 +286,33 @@ async function usersPage() {
       ["User", "GPU-hours", "Share", "Running", "Waiting"], rows, { id: "users" }));
 }
 
+// GPU-hours of the period per user (or class), drawn as bars of the largest.
+async function reportPage() {
+  const params = new URLSearchParams(location.hash.split("?")[1] ?? "");
+  const since = /^\d+[mhdw]$/.test(params.get("since") ?? "") ? params.get("since") : "7d";
+  const by = params.get("by") === "class" ? "class" : "user";
+  const report = await api(`/v1/report?since=${since}&by=${by}`);
+  const most = Math.max(1e-9, ...report.rows.map((r) => r.gpu_hours));
+  const rows = report.rows.map((r) => {
+    const name = (by === "class" ? r.class : r.user) ?? "–";
+    const bar = el("div", { class: "bar", role: "presentation" });
+    bar.style.width = `${Math.round((100 * r.gpu_hours) / most)}%`;
+    return el("tr", { "data-row": name },
+      cell(name),
+      num(r.gpu_hours.toFixed(2), { class: "gpu-hours" }),
+      el("td", { class: "bar-cell" }, bar),
+      num(r.idle_gpu_hours.toFixed(2)),
+      num(r.jobs), num(r.completed), num(r.failed), num(r.stopped));
+  });
+  const choices = el("p", {}, "Period: ",
+    ["1d", "7d", "30d"].map((p) => [el("a", { href: `#/reports?since=${p}&by=${by}`, text: p }), " "]),
+    " · by ", el("a", { href: `#/reports?since=${since}&by=user`, text: "user" }), " ",
+    el("a", { href: `#/reports?since=${since}&by=class`, text: "class" }));
+  show(`GPU-hours over the last ${since}`, choices,
+    table(`By ${by}, from ${when(report.since)} to ${when(report.until)}`,
+      [by === "class" ? "Class" : "User", "GPU-hours", "", "Idle GPU-hours", "Jobs", "Completed", "Failed", "Stopped"], rows, { id: "report" }));
+}
+
 // --- routing -------------------------------------------------------------------------------
 
 function route() {
@@ -294,6 +321,7 @@ function route() {
   if (job) return { name: "job", render: () => jobPage(job[1]), live: (e) => e.job_id === Number(job[1]) };
   if (hash === "#/queue") return { name: "queue", render: queuePage, live: () => true };
   if (hash === "#/users") return { name: "users", render: usersPage, live: () => true };
+  if (hash.startsWith("#/reports")) return { name: "reports", render: reportPage, live: () => false };
   return { name: "box", render: boxPage, live: () => true, sampled: true };
 }
 
