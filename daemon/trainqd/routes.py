@@ -24,6 +24,7 @@ from trainq.core.wire import (
     HealthRecord,
     JobList,
     JobRecord,
+    JobSamples,
     StopRequest,
     SubmittedGroup,
     UsageReport,
@@ -81,7 +82,7 @@ from trainqd.submit_tokens import (
     token_of,
 )
 from trainqd.ui_routes import ui_routes
-from trainqd.views import job_record
+from trainqd.views import job_record, job_samples
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
 SUBMIT_MAX_BODY = 16 << 20
@@ -396,6 +397,15 @@ class Api:
     async def get_job(self, request: Request) -> Response:
         return Response(200, self._record(self._job_id(request), request.caller.uid))
 
+    async def job_samples(self, request: Request) -> Response:
+        """Its running attempt's GPU samples, for everyone: what `ls` shows of the last one."""
+        job_id = self._job_id(request)
+        self.store.get(job_id)  # 404 for no such job
+        use = self.sampler.attempts.get(job_id)
+        if use is None:
+            return Response(200, JobSamples(job_id=job_id))
+        return Response(200, job_samples(job_id, use))
+
     async def stop_job(self, request: Request) -> Response:
         job_id = self._job_id(request)
         body = request.model(StopRequest, allow_empty=True)
@@ -571,6 +581,13 @@ class Api:
             ),
             Route(
                 "GET", f"/v1/jobs/{job_id}", self.get_job, "Show a job", response_model=JobRecord
+            ),
+            Route(
+                "GET",
+                f"/v1/jobs/{job_id}/samples",
+                self.job_samples,
+                "The GPU samples trainqd keeps of a job's running attempt",
+                response_model=JobSamples,
             ),
             Route(
                 "POST",

@@ -127,3 +127,32 @@ def test_the_reports_page_draws_the_apis_report(
     assert page.locator("#report .bar").count() == 1
     assert page.script_errors == []  # type: ignore[attr-defined]
     screenshot(page, "reports")
+
+
+def test_a_running_jobs_page_draws_the_samples_trainqd_keeps(
+    box: Daemon, ui: Forwarder, browser: Browser
+) -> None:
+    job = box.submit(SLEEPER)
+    box.wait_state(job["id"], "RUNNING")
+    kept = until(
+        lambda: (got := box.get(f"/v1/jobs/{job['id']}/samples").json())["samples"][1:] and got,
+        "two samples of the running attempt",
+    )
+    assert kept["attempt"] == 1
+    [gpu] = [g for g in box.get("/v1/gpus").json()["gpus"] if g["job_id"] == job["id"]]
+    assert kept["samples"][-1]["utilization_percent"] == gpu["utilization_percent"]
+    page = open_page(browser, ui.page_url(f"#/job/{job['id']}"))
+    figure = page.locator('figure[data-chart="This job\'s GPU utilization"]')
+    until(lambda: figure.count() == 1, "the job's chart")
+    assert figure.get_attribute("data-series") == f"[{gpu['utilization_percent']:g}]"
+    assert figure.locator("canvas").count() == 1
+    assert box.get("/v1/jobs/999/samples").status_code == 404
+    ended = box.submit({"command": ["true"]})
+    box.wait_state(ended["id"], "COMPLETED")
+    assert box.get(f"/v1/jobs/{ended['id']}/samples").json() == {
+        "job_id": ended["id"],
+        "attempt": None,
+        "samples": [],
+    }
+    assert page.script_errors == []  # type: ignore[attr-defined]
+    screenshot(page, "job-running")

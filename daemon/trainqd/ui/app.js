@@ -124,17 +124,17 @@ async function sampleGpus() {
 }
 
 // A chart of `series` ({label, values}) over the sample times; uPlot when it loaded.
-function chart(title, unit, series) {
+function chart(title, unit, series, times = samples.times, over = "the samples since this page opened") {
   const box = el("figure", { class: "chart", "data-chart": title });
-  box.append(el("figcaption", { text: `${title} (${unit}), the samples since this page opened` }));
-  if (typeof uPlot === "undefined" || samples.times.length === 0) return box;
+  box.append(el("figcaption", { text: `${title} (${unit}), ${over}` }));
+  if (typeof uPlot === "undefined" || times.length === 0) return box;
   const width = Math.min(800, Math.max(280, view.clientWidth - 40));
   const colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
   new uPlot({
     width, height: 200,
     series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % colours.length], width: 2 }))],
     axes: [{}, { label: unit }],
-  }, [samples.times.slice(), ...series.map((s) => s.values.slice())], box);
+  }, [times.slice(), ...series.map((s) => s.values.slice())], box);
   box.dataset.series = JSON.stringify(series.map((s) => s.values.at(-1) ?? null));
   return box;
 }
@@ -207,14 +207,19 @@ async function jobPage(id) {
     num(a.gpu_memory_peak_mib),
     cell(a.reason)));
   const log = el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "log tail" });
-  const mine = job.gpus;
-  const gpuSeries = (key) => mine.filter((i) => samples.gpus.has(i)).map((i) => ({ label: `GPU ${i}`, values: samples.gpus.get(i)[key] }));
+  const active = job.state === "RUNNING" || job.state === "STOPPING";
   const charts = el("div", { id: "job-charts" });
-  const drawCharts = () => {
-    if (!mine.length) return;
+  // The samples trainqd keeps of the running attempt: its GPUs over its run so far.
+  const drawCharts = async () => {
+    if (!active || !job.gpus.length) return;
+    const got = await api(`/v1/jobs/${job.id}/samples`).catch(() => null);
+    if (!got || !got.samples.length) return;
+    const times = got.samples.map((s) => Date.parse(s.time) / 1000);
+    const over = `attempt ${got.attempt}, the last ${got.samples.length} samples`;
+    const values = (key) => got.samples.map((s) => s[key]);
     charts.replaceChildren(
-      chart("This job's GPU utilization", "%", gpuSeries("util")),
-      chart("This job's GPU memory used", "MiB", gpuSeries("mem")));
+      chart("This job's GPU utilization", "%", [{ label: `GPU${job.gpus.length > 1 ? "s" : ""} ${job.gpus.join(", ")}`, values: values("utilization_percent") }], times, over),
+      chart("This job's GPU memory used", "MiB", [{ label: `GPU${job.gpus.length > 1 ? "s" : ""} ${job.gpus.join(", ")}`, values: values("memory_used_mib") }], times, over));
   };
   drawCharts();
   show(`Job ${job.id}: ${job.name}`,
@@ -252,7 +257,7 @@ function specList(spec) {
 }
 
 async function followLog(job, log, signal) {
-  const active = job.state === "RUNNING" || job.state === "STOPPING";
+  const active = job.state === "RUNNING" || job.state === "STOPPING";  // follow only a live log
   try {
     const response = await fetch(`/v1/jobs/${job.id}/logs?tail=200${active ? "&follow=1" : ""}`, { signal });
     if (!response.ok) {
