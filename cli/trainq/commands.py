@@ -253,6 +253,7 @@ def ui(ctx: Context, args: argparse.Namespace) -> int:
     """The web pages through a local forwarder (trainq.ui_forward)."""
     from trainq import ui_forward  # noqa: PLC0415 (asyncio only where it serves)
 
+    ctx.client().request("GET", "/v1/health")  # no daemon: its one-line error, no URL
     return ui_forward.run(ctx.socket_path, args.port, ctx.stdout)
 
 

@@ -4,14 +4,16 @@ loopback, only reads, and always as the user who started it. Every refusal leave
 
 from __future__ import annotations
 
+import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import psutil
 import pytest
 from playwright.sync_api import Browser
 
-from tests.daemon import Daemon
+from tests.daemon import TRAINQ, Daemon
 from tests.ui.support import COOKIE_NAME, Forwarder, fetch, open_page
 
 pytestmark = pytest.mark.ui
@@ -72,3 +74,17 @@ def test_it_listens_on_loopback_alone(ui: Forwarder) -> None:
         if c.status == psutil.CONN_LISTEN
     ]
     assert [address.ip for address in listening] == ["127.0.0.1"]
+
+
+def test_without_a_daemon_it_says_so_in_one_line_and_prints_no_url(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [TRAINQ, "--socket", str(tmp_path / "none.sock"), "ui"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert "cannot reach trainqd" in done.stderr

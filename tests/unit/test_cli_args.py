@@ -100,7 +100,7 @@ JOB_ID = "argument JOB: expected a job id (a whole number like 12), got"
 STATES = "PENDING, RUNNING, STOPPING, COMPLETED, FAILED, STOPPED"
 COMMANDS = (
     "'submit', 'stop', 'ls', 'show', 'logs', 'wait', 'gpus', 'health', 'top', 'report', 'users', "
-    "'hold', 'release', 'update', 'rm', 'drain', 'resume', 'export'"
+    "'hold', 'release', 'update', 'rm', 'drain', 'resume', 'ui', 'export'"
 )
 USAGE_ERRORS = [
     ("submit --gpus two", "submit: argument --gpus: expected a whole number, got 'two'"),
