@@ -345,10 +345,13 @@ function render(focus) {
   return current.render().then(() => { if (focus) view.focus(); }).catch((error) => show("trainq", failure(error)));
 }
 
-// Events come in bursts: one render per burst, a tenth of a second after it starts.
+// Events come in bursts: one render per burst, a tenth of a second after it starts, and
+// at most one a second (a queue page reads up to 1,000 jobs each time).
+let lastRender = 0;
 function refreshSoon() {
   if (pending) return;
-  pending = setTimeout(() => { pending = null; render(false); }, 100);
+  const wait = Math.max(100, lastRender + 1000 - Date.now());
+  pending = setTimeout(() => { pending = null; lastRender = Date.now(); render(false); }, wait);
 }
 
 eventListeners.add((event) => { if (current.name !== "job" && current.live(event)) refreshSoon(); });
