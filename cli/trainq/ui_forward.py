@@ -1,9 +1,11 @@
 """`trainq ui`: the web pages in a local browser, through a forwarder run as the user.
 
 It listens on 127.0.0.1 only, on a port the kernel picks, and prints a URL carrying a secret
-token (as Jupyter does). The first request with `?token=` gets the token back as a cookie
-(HttpOnly, SameSite=Strict) and a redirect to the same page without it; every later request
-must carry the cookie. A request without either gets 403 and nothing reaches trainqd.
+token (as Jupyter does) in its fragment, which no request carries. The page keeps it in its
+own origin's storage (this port's alone) and sends it as `X-Trainq-Token` with every API
+request; a request without it gets 403 and nothing reaches trainqd. No cookie: the browser
+would send one to every port of 127.0.0.1, another user's listener included. The pages'
+own files, public anyway, load without it.
 Accepted connections are relayed byte for byte to trainqd's unix socket, which this
 process connects to: trainqd learns the caller from SO_PEERCRED, so the pages see what this
 user may see, never more. Other users of the box may reach the port, not the token.
@@ -13,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 import secrets
 import sys
 from pathlib import Path
 from typing import TextIO
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
-COOKIE = "trainq_ui"
+TOKEN_HEADER = "x-trainq-token"  # noqa: S105 (a header name, not a secret)
+# /ui/ and its files, plain names only (no query, no escapes, no dots up).
+_PAGE_FILE = re.compile(r"/ui/?|/ui/[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 MAX_HEAD = 64 * 1024  # bytes; a larger request head is refused
 HEAD_TIMEOUT = 30.0  # seconds a client may take to send its request head
 _CHUNK = 64 * 1024
@@ -36,7 +40,7 @@ class Forwarder:
     async def serve(self, port: int, out: TextIO) -> None:
         server = await asyncio.start_server(self._handle, "127.0.0.1", port, limit=MAX_HEAD)
         bound = server.sockets[0].getsockname()[1]
-        print(f"trainq pages: http://127.0.0.1:{bound}/ui/?token={self.token}", file=out)
+        print(f"trainq pages: http://127.0.0.1:{bound}/ui/#token={self.token}", file=out)
         print("(only this URL opens them; Ctrl-C stops the forwarder)", file=out, flush=True)
         async with server:
             await server.serve_forever()
@@ -53,7 +57,7 @@ class Forwarder:
         except ConnectionError:
             writer.close()
             return
-        method, target, cookies = _request(head)
+        method, target, headers = _request(head)
         if target is None:
             await _answer(writer, 400, "bad request line")
             return
@@ -62,24 +66,10 @@ class Forwarder:
                 writer, 405, "the forwarder relays GET and HEAD only", [("Allow", "GET, HEAD")]
             )
             return
-        path, query = _split(target)
-        given = dict(query).get("token")
-        if given is not None:
-            if not self._is_token(given):
-                await _answer(writer, 403, "wrong token: use the URL `trainq ui` printed")
-                return
-            rest = urlencode([(k, v) for k, v in query if k != "token"])
-            await _answer(
-                writer,
-                303,
-                "",
-                [
-                    ("Location", path + (f"?{rest}" if rest else "")),
-                    ("Set-Cookie", f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"),
-                ],
-            )
-            return
-        if not self._is_token(cookies.get(COOKIE, "")):
+        # The pages' own files are the package's, public to every user of the box: they load
+        # without the token, so the page can read it from the address. Everything else (the
+        # API) needs it in the header the page sends.
+        if not _PAGE_FILE.fullmatch(target) and not self._is_token(headers.get(TOKEN_HEADER, "")):
             await _answer(writer, 403, "no token: open the URL `trainq ui` printed")
             return
         await self._relay(head, reader, writer)
@@ -113,9 +103,11 @@ class Forwarder:
 
 
 def _closing(head: bytes) -> bytes:
-    """The head with `Connection: close`, so trainqd ends the connection after answering."""
+    """The head with `Connection: close`, so trainqd ends the connection after answering,
+    and without the token, which is the forwarder's alone."""
     lines = head[:-4].split(b"\r\n")
-    kept = [line for line in lines[1:] if not line.lower().startswith(b"connection:")]
+    dropped = (b"connection:", TOKEN_HEADER.encode() + b":")
+    kept = [line for line in lines[1:] if not line.lower().startswith(dropped)]
     return b"\r\n".join([lines[0], *kept, b"Connection: close"]) + b"\r\n\r\n"
 
 
@@ -129,23 +121,16 @@ async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
 
 
 def _request(head: bytes) -> tuple[str, str | None, dict[str, str]]:
-    """The method, the target (None if the request line is not one) and the cookies."""
+    """The method, the target (None if the request line is not one) and the headers (names
+    in lower case, the first of each)."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     target = parts[1] if len(parts) == 3 and parts[1].startswith("/") else None
-    cookies: dict[str, str] = {}
+    headers: dict[str, str] = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
-        if name.strip().lower() == "cookie":
-            for pair in value.split(";"):
-                key, _, val = pair.strip().partition("=")
-                cookies.setdefault(key, val)
-    return parts[0], target, cookies
-
-
-def _split(target: str) -> tuple[str, list[tuple[str, str]]]:
-    parts = urlsplit(target)
-    return parts.path, parse_qsl(parts.query, keep_blank_values=True)
+        headers.setdefault(name.strip().lower(), value.strip())
+    return parts[0], target, headers
 
 
 async def _answer(
@@ -172,7 +157,6 @@ async def _answer(
 
 
 _REASONS = {
-    303: "See Other",
     400: "Bad Request",
     403: "Forbidden",
     405: "Method Not Allowed",

@@ -31,7 +31,7 @@ CHROMIUM_ARGS = [
 ]
 
 
-COOKIE_NAME = "trainq_ui"
+TOKEN_HEADER = "X-Trainq-Token"
 
 
 class Forwarder:
@@ -45,11 +45,17 @@ class Forwarder:
         self.url = line.split(": ", 1)[1].strip()
         parts = urlsplit(self.url)
         self.origin = f"{parts.scheme}://{parts.netloc}"
-        self.token = parts.query.removeprefix("token=")
+        self.token = parts.fragment.removeprefix("token=")
 
-    def page_url(self, route: str = "") -> str:
-        """The URL that opens a page the first time (the token in the query)."""
-        return f"{self.url}{route}"
+    def open(self, browser: Browser, route: str = "#/box", width: int = 1280) -> Page:
+        """A fresh browser context opened on the printed URL, then on `route`."""
+        page = open_page(browser, self.url, width)
+        page.wait_for_selector("#view h1")
+        page.evaluate("route => { location.hash = route; }", route)
+        return page
+
+    def headers(self) -> dict[str, str]:
+        return {TOKEN_HEADER: self.token}
 
 
 @contextmanager

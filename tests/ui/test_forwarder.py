@@ -1,10 +1,12 @@
-"""`trainq ui`'s boundary: only the holder of the printed token gets through, only on
-loopback, only reads, and always as the user who started it. Every refusal leaves trainqd
-(and the forwarder) serving."""
+"""`trainq ui`'s boundary: only the holder of the printed token reaches the API through it,
+only on loopback, only to read, and always as the user who started it; the token never
+leaves the page's own origin. Every refusal leaves trainqd (and the forwarder) serving."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -14,48 +16,73 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.daemon import TRAINQ, Daemon
-from tests.ui.support import COOKIE_NAME, Forwarder, fetch, open_page
+from tests.ui.support import TOKEN_HEADER, Forwarder, fetch, open_page, until
 
 pytestmark = pytest.mark.ui
 
 
-def test_requests_without_the_token_are_refused(box: Daemon, ui: Forwarder) -> None:
+def test_api_requests_without_the_token_are_refused(box: Daemon, ui: Forwarder) -> None:
     job = box.submit({"command": ["true"]})
-    for path in ("/ui/", "/v1/jobs", f"/v1/jobs/{job['id']}", "/v1/events"):
+    for path in (
+        "/v1/jobs",
+        f"/v1/jobs/{job['id']}",
+        "/v1/events",
+        "/v1/gpus",
+        "/ui/x/../../v1/gpus",
+    ):
         assert fetch(ui.origin + path)[0] == 403, path
-        assert fetch(f"{ui.origin}{path}?token=guess")[0] == 403, path
-        cookie = {"Cookie": f"{COOKIE_NAME}=guess"}
-        assert fetch(ui.origin + path, cookie)[0] == 403, path
-    # The right one still opens the pages, and trainqd kept serving its socket.
-    status, _ = fetch(ui.page_url())
-    assert status == 303
-    status, body = fetch(ui.origin + "/v1/gpus", {"Cookie": f"{COOKIE_NAME}={ui.token}"})
+        assert fetch(ui.origin + path, {TOKEN_HEADER: "guess"})[0] == 403, path
+        assert fetch(f"{ui.origin}{path}?token={ui.token}")[0] == 403, path  # a header only
+        assert fetch(ui.origin + path, {"Cookie": f"token={ui.token}"})[0] == 403, path
+    # The pages' own files are public; the right token opens the API; trainqd kept serving.
+    assert fetch(ui.origin + "/ui/")[0] == 200
+    status, body = fetch(ui.origin + "/v1/gpus", ui.headers())
     assert status == 200
     assert '"backend":"fake"' in body
     assert box.get("/v1/health").status_code == 200
 
 
-def test_the_token_becomes_a_cookie_and_leaves_the_address(
+def test_the_token_leaves_the_address_and_is_no_cookie(
     box: Daemon, ui: Forwarder, browser: Browser
 ) -> None:
-    page = open_page(browser, ui.page_url("#/box"))
+    page = ui.open(browser, "#/box")
     page.wait_for_selector("#gpus")
-    assert "token" not in page.url
-    cookies = page.context.cookies()
-    assert [(c["name"], c["httpOnly"], c["sameSite"]) for c in cookies] == [
-        (COOKIE_NAME, True, "Strict")
-    ]
-    # A browser that never had the URL gets the refusal, not the page.
-    stranger = open_page(browser, ui.origin + "/ui/")
-    assert "no token" in stranger.locator("body").inner_text()
+    assert ui.token not in page.url
+    assert page.context.cookies() == []
+    # A browser that never had the URL gets the page's files and the refusal, no data.
+    stranger = open_page(browser, ui.origin + "/ui/#/box")
+    until(lambda: "no token" in stranger.locator("main").inner_text(), "the refusal")
+    assert stranger.locator("#gpus").count() == 0
+
+
+def test_another_listener_on_loopback_learns_no_token(ui: Forwarder, browser: Browser) -> None:
+    """Cookies go to every port of a host: a local user's own listener, visited by the
+    browser that holds the pages, must not receive the token."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    heard: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            heard.append(conn.recv(65536))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    page = ui.open(browser, "#/box")
+    page.wait_for_selector("#gpus")
+    page.goto(f"http://127.0.0.1:{listener.getsockname()[1]}/ui/")
+    thread.join(timeout=10)
+    listener.close()
+    assert heard
+    assert ui.token.encode() not in heard[0]
 
 
 def test_it_relays_reads_only(box: Daemon, ui: Forwarder) -> None:
-    cookie = {"Cookie": f"{COOKIE_NAME}={ui.token}"}
     request = urllib.request.Request(  # noqa: S310 (http on loopback)
         ui.origin + "/v1/jobs",
         data=b'{"command": ["true"]}',
-        headers={**cookie, "Content-Type": "application/json"},
+        headers={**ui.headers(), "Content-Type": "application/json"},
         method="POST",
     )
     try:

@@ -14,7 +14,7 @@ from playwright.sync_api import Browser
 from tests.daemon import Daemon
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import SYSTEM_PYTHON, submit_as
-from tests.ui.support import forwarder, open_page, screenshot, until
+from tests.ui.support import forwarder, screenshot, until
 
 pytestmark = [pytest.mark.ui, pytest.mark.multiuser]
 
@@ -40,12 +40,12 @@ def test_another_users_hidden_fields_stay_hidden_in_the_pages(
     route = f"#/job/{job['id']}"
 
     with forwarder(workstation, as_user(accounts.alice, workstation)) as alices:
-        page = open_page(browser, alices.page_url(route))
+        page = alices.open(browser, route)
         until(lambda: secret in page.locator("#log").inner_text(), "alice's own log")
         assert secret in page.locator("#spec").inner_text()  # she sees her job whole
 
     with forwarder(workstation, as_user(accounts.bob, workstation)) as bobs:
-        page = open_page(browser, bobs.page_url(route))
+        page = bobs.open(browser, route)
         until(lambda: page.locator("#log").get_attribute("data-refused") == "403", "refusal")
         until(lambda: "completed" in page.locator("#states").inner_text(), "the states")
         shown = page.locator("#spec").inner_text()
@@ -67,7 +67,7 @@ except urllib.error.HTTPError as exc:
 
 def test_another_user_cannot_use_a_users_forwarder(workstation: Daemon, accounts: Accounts) -> None:
     with forwarder(workstation, as_user(accounts.alice, workstation)) as alices:
-        for path in ("/v1/jobs", "/ui/", "/v1/health"):
+        for path in ("/v1/jobs", "/v1/gpus", "/v1/health"):
             knock = accounts.bob.run([SYSTEM_PYTHON, "-I", "-c", _KNOCK, alices.origin + path])
             assert knock.stdout.strip() == "403", (path, knock.stderr)
         assert workstation.get("/v1/health").status_code == 200

@@ -9,9 +9,23 @@ const KEEP = 720; // an hour of samples at SAMPLE_MS
 
 // --- the API ---------------------------------------------------------------------------
 
+// `trainq ui` prints a URL with #token=...: kept in this origin's storage (its port's alone)
+// and sent with every request; the forwarder refuses requests without it. Reached any other
+// way (trainqd's socket over ssh -L) there is none, and none is needed.
+const TOKEN_KEY = "trainq-ui-token";
+if (location.hash.startsWith("#token=")) {
+  localStorage.setItem(TOKEN_KEY, location.hash.slice("#token=".length));
+  history.replaceState(null, "", `${location.pathname}#/box`);
+}
+const token = localStorage.getItem(TOKEN_KEY);
+const withToken = (headers = {}) => (token ? { ...headers, "x-trainq-token": token } : headers);
+
 async function api(path) {
-  const response = await fetch(path, { headers: { accept: "application/json" } });
-  const body = await response.json().catch(() => null);
+  const response = await fetch(path, { headers: withToken({ accept: "application/json" }) });
+  const text = await response.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch { body = null; }
+  if (!response.ok && !body) throw Object.assign(new Error(text.trim() || response.statusText), { status: response.status });
   if (!response.ok) {
     const message = body && body.error ? body.error.message : response.statusText;
     throw Object.assign(new Error(message), { status: response.status });
@@ -21,7 +35,7 @@ async function api(path) {
 
 // Reads an NDJSON stream, calling `each` per record, until it ends or `signal` aborts it.
 async function follow(path, each, signal) {
-  const response = await fetch(path, { signal });
+  const response = await fetch(path, { signal, headers: withToken() });
   if (!response.ok) throw Object.assign(new Error(response.statusText), { status: response.status });
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let rest = "";
@@ -259,7 +273,7 @@ function specList(spec) {
 async function followLog(job, log, signal) {
   const active = job.state === "RUNNING" || job.state === "STOPPING";  // follow only a live log
   try {
-    const response = await fetch(`/v1/jobs/${job.id}/logs?tail=200${active ? "&follow=1" : ""}`, { signal });
+    const response = await fetch(`/v1/jobs/${job.id}/logs?tail=200${active ? "&follow=1" : ""}`, { signal, headers: withToken() });
     if (!response.ok) {
       const body = await response.json().catch(() => null);
       log.textContent = response.status === 403 ? "The log is for its owner's eyes." : (body?.error?.message ?? response.statusText);
