@@ -4,10 +4,11 @@ with ten live pages open against none, in headless chromium through a real `trai
     .venv/bin/python bench/ui_pages.py [--jobs 1000] [--runs 5] [--seconds 30]
 
 trainqd has 8 fake GPUs and `--jobs` jobs (8 running, the rest waiting). Each page load is
-a fresh browser context (no cache, no cookie: the token URL, its redirect, then the page).
+a fresh browser context (no cache, no token kept: the page's address with the token).
 Times come from the browser's own performance entries: first contentful paint, and when
 the page's data is drawn (its table in the DOM). The baseline, in the same run, is the
 same browser loading a static text file from the same daemon through the same forwarder.
+A page's address carries the token as `trainq ui` prints it, after the page's route.
 Bytes are the transfer sizes of the page and everything it fetched, the event stream
 excepted (it never ends). The CPU is trainqd's user+system time (from /proc) over the same
 period with no page open, then with ten box pages open and live (ten browser contexts, as
@@ -80,17 +81,17 @@ def main() -> None:
         try:
             assert forwarder.stdout is not None
             url = forwarder.stdout.readline().split(": ", 1)[1].strip()
-            base, token = url.split("?")
+            base, token = url.split("#")  # http://127.0.0.1:P/ui/, token=...
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
                 pages = {
                     "static file (baseline)": (
-                        f"{base.removesuffix('/ui/')}/ui/uplot.LICENSE?{token}",
+                        f"{base}uplot.LICENSE",
                         "body",
                     ),
-                    "box page": (f"{base}?{token}#/box", "#gpus tr[data-gpu]"),
-                    "job page": (f"{base}?{token}#/job/{job_id}", "#attempts tr"),
-                    "queue page": (f"{base}?{token}#/queue", "#queue tr[data-job]"),
+                    "box page": (f"{base}#/box&{token}", "#gpus tr[data-gpu]"),
+                    "job page": (f"{base}#/job/{job_id}&{token}", "#attempts tr"),
+                    "queue page": (f"{base}#/queue&{token}", "#queue tr[data-job]"),
                 }
                 results: dict[str, list[dict[str, float]]] = {name: [] for name in pages}
                 for _ in range(args.runs):
@@ -119,7 +120,7 @@ def main() -> None:
                 # HTTP/1.1 connections to a host, and each live page holds one.
                 live = [browser.new_context().new_page() for _ in range(10)]
                 for page in live:
-                    page.goto(f"{base}?{token}#/box")
+                    page.goto(f"{base}#/box&{token}")
                     page.wait_for_selector("#gpus tr[data-gpu]")
                 before = cpu_seconds(pid)
                 time.sleep(args.seconds)

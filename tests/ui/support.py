@@ -48,11 +48,9 @@ class Forwarder:
         self.token = parts.fragment.removeprefix("token=")
 
     def open(self, browser: Browser, route: str = "#/box", width: int = 1280) -> Page:
-        """A fresh browser context opened on the printed URL, then on `route`."""
-        page = open_page(browser, self.url, width)
-        page.wait_for_selector("#view h1")
-        page.evaluate("route => { location.hash = route; }", route)
-        return page
+        """A fresh browser context on `route`, its address carrying the token as the
+        printed URL does (`#/job/12&token=...`)."""
+        return open_page(browser, f"{self.origin}/ui/{route}&token={self.token}", width)
 
     def headers(self) -> dict[str, str]:
         return {TOKEN_HEADER: self.token}

@@ -13,9 +13,11 @@ const KEEP = 720; // an hour of samples at SAMPLE_MS
 // and sent with every request; the forwarder refuses requests without it. Reached any other
 // way (trainqd's socket over ssh -L) there is none, and none is needed.
 const TOKEN_KEY = "trainq-ui-token";
-if (location.hash.startsWith("#token=")) {
-  localStorage.setItem(TOKEN_KEY, location.hash.slice("#token=".length));
-  history.replaceState(null, "", `${location.pathname}#/box`);
+// A page's address may carry it too: #/job/12&token=...
+const given = location.hash.match(/^#(.*?)&?token=([A-Za-z0-9_-]+)$/);
+if (given) {
+  localStorage.setItem(TOKEN_KEY, given[2]);
+  history.replaceState(null, "", `${location.pathname}#${given[1] || "/box"}`);
 }
 const token = localStorage.getItem(TOKEN_KEY);
 const withToken = (headers = {}) => (token ? { ...headers, "x-trainq-token": token } : headers);
