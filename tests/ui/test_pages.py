@@ -145,6 +145,10 @@ def test_a_running_jobs_page_draws_the_samples_trainqd_keeps(
     until(lambda: figure.count() == 1, "the job's chart")
     assert figure.get_attribute("data-series") == f"[{gpu['utilization_percent']:g}]"
     assert figure.locator("canvas").count() == 1
+    # Stopped while the page is open: its states and its summary follow, without a reload.
+    box.post(f"/v1/jobs/{job['id']}/stop", json={"grace_seconds": 1})
+    until(lambda: "stopped" in cells(page, "#states li .state"), "the stop, live")
+    until(lambda: page.locator("#summary .state").inner_text() == "stopped", "the summary")
     assert box.get("/v1/jobs/999/samples").status_code == 404
     ended = box.submit({"command": ["true"]})
     box.wait_state(ended["id"], "COMPLETED")

@@ -94,24 +94,31 @@ function failure(error) {
 // --- the live parts: events and GPU samples ------------------------------------------------
 
 const eventListeners = new Set();
-let eventsUp = false;
+let globalEvents = null; // the stream's controller while the page follows every job's events
 
-async function followEvents() {
-  for (let wait = 500; ; wait = Math.min(wait * 2, 10000)) {
-    try {
-      const stream = follow("/v1/events", (event) => {
-        for (const listener of eventListeners) listener(event);
-      });
-      eventsUp = true;
-      live.textContent = "live";
-      await stream;
-    } catch (error) {
-      // reconnected below
+// A job's page follows that job's own stream instead: a browser keeps at most six
+// connections to one address, and each open page should hold as few as it can.
+function followEvents(on) {
+  if (!on) { globalEvents?.abort(); globalEvents = null; return; }
+  if (globalEvents) return;
+  const controller = new AbortController();
+  globalEvents = controller;
+  (async () => {
+    for (let wait = 500; !controller.signal.aborted; wait = Math.min(wait * 2, 10000)) {
+      try {
+        const stream = follow("/v1/events", (event) => {
+          for (const listener of eventListeners) listener(event);
+        }, controller.signal);
+        live.textContent = "live";
+        await stream;
+      } catch (error) {
+        // reconnected below
+      }
+      if (controller.signal.aborted) return;
+      live.textContent = "reconnecting…";
+      await new Promise((resolve) => setTimeout(resolve, wait));
     }
-    eventsUp = false;
-    live.textContent = "reconnecting…";
-    await new Promise((resolve) => setTimeout(resolve, wait));
-  }
+  })();
 }
 
 const samples = { times: [], gpus: new Map(), last: null };
@@ -208,10 +215,16 @@ async function queuePage() {
 let jobStream = null;
 let redrawJobCharts = null; // the job page's charts follow the samples without a new render
 
-async function jobPage(id) {
-  const job = await api(`/v1/jobs/${id}`);
-  const states = el("ol", { id: "states" });
-  const attempts = job.attempts.map((a) => el("tr", { "data-attempt": a.number },
+function jobSummary(job) {
+  return el("p", { id: "summary" }, "State: ", stateWord(job.state), ` · owner ${job.owner.user} · priority ${job.priority}`,
+    job.pending_reason ? ` · waiting: ${job.pending_reason}` : "",
+    job.place ? ` · place ${job.place}` : "",
+    job.failure_reason ? ` · failed: ${job.failure_reason}` : "",
+    job.stop_reason ? ` · stopped: ${job.stop_reason}` : "");
+}
+
+function attemptsTable(job) {
+  const rows = job.attempts.map((a) => el("tr", { "data-attempt": a.number },
     num(a.number),
     cell(a.gpus.join(", ") || "none"),
     cell(when(a.started_at)),
@@ -222,40 +235,58 @@ async function jobPage(id) {
     num(pct(a.gpu_util_peak)),
     num(a.gpu_memory_peak_mib),
     cell(a.reason)));
+  return table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], rows, { id: "attempts" });
+}
+
+async function jobPage(id) {
+  let job = await api(`/v1/jobs/${id}`);
+  const states = el("ol", { id: "states" });
+  const summary = el("div", {}, jobSummary(job));
+  const attempts = el("div", {}, attemptsTable(job));
   const log = el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "log tail" });
-  const active = job.state === "RUNNING" || job.state === "STOPPING";
   const charts = el("div", { id: "job-charts" });
   // The samples trainqd keeps of the running attempt: its GPUs over its run so far.
   const drawCharts = async () => {
-    if (!active || !job.gpus.length) return;
+    if (!(job.state === "RUNNING" || job.state === "STOPPING") || !job.gpus.length) return;
     const got = await api(`/v1/jobs/${job.id}/samples`).catch(() => null);
     if (!got || !got.samples.length) return;
     const times = got.samples.map((s) => Date.parse(s.time) / 1000);
     const over = `attempt ${got.attempt}, the last ${got.samples.length} samples`;
     const values = (key) => got.samples.map((s) => s[key]);
+    const label = `GPU${job.gpus.length > 1 ? "s" : ""} ${job.gpus.join(", ")}`;
     charts.replaceChildren(
-      chart("This job's GPU utilization", "%", [{ label: `GPU${job.gpus.length > 1 ? "s" : ""} ${job.gpus.join(", ")}`, values: values("utilization_percent") }], times, over),
-      chart("This job's GPU memory used", "MiB", [{ label: `GPU${job.gpus.length > 1 ? "s" : ""} ${job.gpus.join(", ")}`, values: values("memory_used_mib") }], times, over));
+      chart("This job's GPU utilization", "%", [{ label, values: values("utilization_percent") }], times, over),
+      chart("This job's GPU memory used", "MiB", [{ label, values: values("memory_used_mib") }], times, over));
   };
   drawCharts();
   show(`Job ${job.id}: ${job.name}`,
-    el("p", {}, "State: ", stateWord(job.state), ` · owner ${job.owner.user} · priority ${job.priority}`,
-      job.pending_reason ? ` · waiting: ${job.pending_reason}` : "",
-      job.place ? ` · place ${job.place}` : "",
-      job.failure_reason ? ` · failed: ${job.failure_reason}` : "",
-      job.stop_reason ? ` · stopped: ${job.stop_reason}` : ""),
+    summary,
     el("h2", { text: "What it runs" }), specList(job.spec),
     el("h2", { text: "States" }), states,
-    table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], attempts, { id: "attempts" }),
+    attempts,
     charts,
     el("h2", { text: "Log" }), log);
   redrawJobCharts = drawCharts;
   jobStream?.abort();
   jobStream = new AbortController();
   const signal = jobStream.signal;
+  // Each of its events (the history first, then as they happen) adds a line; the record is
+  // read again at most once a second, without restarting the streams.
+  let reread = null;
+  const rereadSoon = () => {
+    reread ??= setTimeout(async () => {
+      reread = null;
+      if (signal.aborted) return;
+      job = await api(`/v1/jobs/${id}`).catch(() => job);
+      summary.replaceChildren(jobSummary(job));
+      attempts.replaceChildren(attemptsTable(job));
+    }, 1000);
+  };
   follow(`/v1/events?job=${id}&since=0`, (event) => {
+    live.textContent = "live";
     states.append(el("li", { "data-state": event.to_state },
       `${when(event.time)}: `, stateWord(event.to_state), event.reason ? ` (${event.reason})` : ""));
+    rereadSoon();
   }, signal).catch(() => {});
   followLog(job, log, signal);
 }
@@ -354,6 +385,7 @@ function render(focus) {
   jobStream?.abort();
   jobStream = null;
   redrawJobCharts = null;
+  followEvents(current.name !== "job");
   for (const link of document.querySelectorAll("nav a")) {
     if (link.getAttribute("href") === `#/${current.name}`) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
@@ -370,12 +402,10 @@ function refreshSoon() {
   pending = setTimeout(() => { pending = null; lastRender = Date.now(); render(false); }, wait);
 }
 
-eventListeners.add((event) => { if (current.name !== "job" && current.live(event)) refreshSoon(); });
-eventListeners.add((event) => { if (current.name === "job" && current.live(event) && ["COMPLETED", "FAILED", "STOPPED", "RUNNING"].includes(event.to_state)) refreshSoon(); });
+eventListeners.add((event) => { if (current.live(event)) refreshSoon(); });
 sampleListeners.add(() => { if (current.sampled) refreshSoon(); else redrawJobCharts?.(); });
 window.addEventListener("hashchange", () => render(true));
 
 render(false);
-followEvents();
 sampleGpus();
 setInterval(sampleGpus, SAMPLE_MS);
