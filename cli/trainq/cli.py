@@ -841,6 +841,22 @@ def resume(
     return _parsed(ctx, "resume", socket=socket, gpus=_indices(gpus))
 
 
+@app.command(short_help="the web pages in your browser, through a local forwarder")
+def ui(
+    ctx: typer.Context,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port", min=0, max=65535, help="port on 127.0.0.1 (default 0: the kernel picks)"
+        ),
+    ] = 0,
+    socket: Socket = None,
+) -> argparse.Namespace:
+    """Serve trainqd's web pages on 127.0.0.1 as you, behind a secret token: open the URL
+    it prints. Ctrl-C stops it."""
+    return _parsed(ctx, "ui", socket=socket, port=port)
+
+
 # -- commands whose flags are defined with argparse -------------------------------------
 
 

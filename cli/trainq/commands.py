@@ -278,6 +278,14 @@ def tune(ctx: Context, args: argparse.Namespace) -> int:
     return tune_command.run(ctx, args)
 
 
+def ui(ctx: Context, args: argparse.Namespace) -> int:
+    """The web pages through a local forwarder (trainq.ui_forward)."""
+    from trainq import ui_forward  # noqa: PLC0415 (asyncio only where it serves)
+
+    ctx.client().request("GET", "/v1/health")  # no daemon: its one-line error, no URL
+    return ui_forward.run(ctx.socket_path, args.port, ctx.stdout)
+
+
 def _sharing(name: str) -> Command:
     """A command of trainq.sharing_commands, imported when it runs."""
 
@@ -306,5 +314,6 @@ COMMANDS: dict[str, Command] = {
     "requeue": again.requeue,
     "metrics": metrics,
     "tune": tune,
+    "ui": ui,
     **{name: _sharing(name) for name in ("hold", "release", "update", "rm", "drain", "resume")},
 }

@@ -25,6 +25,7 @@ from trainq.core.wire import (
     JobList,
     JobMetrics,
     JobRecord,
+    JobSamples,
     StopRequest,
     SubmittedGroup,
     UsageReport,
@@ -88,7 +89,8 @@ from trainqd.submit_tokens import (
 )
 from trainqd.tune_routes import TuneRoutes
 from trainqd.tuner import Tuner
-from trainqd.views import job_record
+from trainqd.ui_routes import ui_routes
+from trainqd.views import job_record, job_samples
 
 # The body of one POST /v1/jobs, which may hold a list of specs (max_jobs_per_submit of them).
 SUBMIT_MAX_BODY = 16 << 20
@@ -439,6 +441,15 @@ class Api:
     async def get_job(self, request: Request) -> Response:
         return Response(200, self._record(self._job_id(request), request.caller.uid))
 
+    async def job_samples(self, request: Request) -> Response:
+        """Its running attempt's GPU samples, for everyone: what `ls` shows of the last one."""
+        job_id = self._job_id(request)
+        self.store.get(job_id)  # 404 for no such job
+        use = self.sampler.attempts.get(job_id)
+        if use is None:
+            return Response(200, JobSamples(job_id=job_id))
+        return Response(200, job_samples(job_id, use))
+
     async def stop_job(self, request: Request) -> Response:
         job_id = self._job_id(request)
         body = request.model(StopRequest, allow_empty=True)
@@ -622,6 +633,13 @@ class Api:
                 "GET", f"/v1/jobs/{job_id}", self.get_job, "Show a job", response_model=JobRecord
             ),
             Route(
+                "GET",
+                f"/v1/jobs/{job_id}/samples",
+                self.job_samples,
+                "The GPU samples trainqd keeps of a job's running attempt",
+                response_model=JobSamples,
+            ),
+            Route(
                 "POST",
                 f"/v1/jobs/{job_id}/stop",
                 self.stop_job,
@@ -716,6 +734,7 @@ class Api:
             *self.sharing.routes(),
             *self.again.routes(),
             *(self.tunes.routes() if self.tunes is not None else []),
+            *ui_routes(),
         ]
 
 

@@ -8,7 +8,14 @@ from datetime import UTC, datetime
 from trainq.core.reasons import Wait, WaitReason, render
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainq.core.wire import AttemptRecord, EventRecord, JobRecord, Owner
+from trainq.core.wire import (
+    AttemptRecord,
+    EventRecord,
+    GpuUseSample,
+    JobRecord,
+    JobSamples,
+    Owner,
+)
 from trainqd.authorization import Sight
 from trainqd.engine import container_name
 from trainqd.jobdir import JobDirs
@@ -172,4 +179,21 @@ def event_record(row: EventRow) -> EventRecord:
         from_state=row.from_state,
         to_state=row.to_state,
         reason=row.reason,
+    )
+
+
+def job_samples(job_id: int, use: AttemptUse) -> JobSamples:
+    return JobSamples(
+        job_id=job_id,
+        attempt=use.attempt.number,
+        samples=[
+            GpuUseSample(
+                time=datetime.fromtimestamp(s.time, UTC),
+                utilization_percent=s.utilization_percent,
+                memory_used_mib=s.memory_used_mib,
+                process_memory_mib=s.process_memory_mib,
+                power_watts=s.power_watts,
+            )
+            for s in list(use.history)  # a copy: the sampler appends as it reads
+        ],
     )

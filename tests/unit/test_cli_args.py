@@ -101,7 +101,7 @@ STATES = "PENDING, RUNNING, STOPPING, COMPLETED, FAILED, STOPPED"
 COMMANDS = (
     "'submit', 'stop', 'ls', 'requeue', 'show', 'logs', 'metrics', 'tune', 'wait', 'gpus', "
     "'health', 'top', 'report', 'users', 'hold', 'release', 'update', 'rm', 'drain', 'resume', "
-    "'export'"
+    "'ui', 'export'"
 )
 USAGE_ERRORS = [
     ("submit --gpus two", "submit: argument --gpus: expected a whole number, got 'two'"),

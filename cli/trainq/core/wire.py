@@ -309,3 +309,21 @@ class TuneRecord(_Wire):
 
 class TuneList(_Wire):
     tunes: list[TuneRecord]
+
+
+class GpuUseSample(_Wire):
+    """One sample of a running attempt's GPUs taken together (daemon/trainqd/sampling.py)."""
+
+    time: datetime
+    utilization_percent: float | None = None  # the mean over its GPUs
+    memory_used_mib: int | None = None  # everything on its GPUs
+    process_memory_mib: int | None = None  # the job's own processes, where known
+    power_watts: float | None = None
+
+
+class JobSamples(_Wire):
+    """The samples trainqd keeps of a job's running attempt (the last gpu_sample_history)."""
+
+    job_id: int
+    attempt: int | None = None  # the attempt sampled; None: none is running
+    samples: list[GpuUseSample] = Field(default_factory=list)

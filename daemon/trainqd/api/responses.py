@@ -37,7 +37,8 @@ def json_response(
     if status >= 200 and status not in {204, 304}:
         headers.append((b"content-length", str(len(payload)).encode()))
     if payload:
-        headers.append((b"content-type", JSON_CONTENT_TYPE.encode()))
+        media = body.content_type if isinstance(body, Encoded) else JSON_CONTENT_TYPE
+        headers.append((b"content-type", media.encode()))
     headers.extend(encoded(extra))
     return h11.Response(status_code=status, headers=headers, reason=reason_phrase(status)), payload
 

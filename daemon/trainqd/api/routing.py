@@ -177,9 +177,11 @@ def decimal(text: str) -> int | None:
 
 @dataclass(slots=True)
 class Encoded:
-    """A JSON body already encoded, by a handler that did the work off the event loop."""
+    """A body already encoded: JSON a handler built off the event loop, or a file of the
+    web pages (`content_type` then says what it is)."""
 
     payload: bytes
+    content_type: str = JSON_CONTENT_TYPE
 
 
 @dataclass(slots=True)

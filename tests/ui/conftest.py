@@ -1,0 +1,48 @@
+"""Fixtures of the browser tests: a trainqd with fake GPUs whose readings a test rewrites,
+its `trainq ui` forwarder, and one headless chromium for the session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, sync_playwright
+
+from tests.daemon import Daemon, running_daemon, scratch_dir
+from tests.multiuser.conftest import accounts, workstation  # noqa: F401 (fixtures)
+from tests.ui.support import CHROMIUM, CHROMIUM_ARGS, Forwarder, forwarder, write_gpus
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def gpu_file() -> Iterator[Path]:
+    folder = scratch_dir("tqui")
+    path = folder / "gpus.json"
+    write_gpus(path, [(37, 1234), (81, 40960)])
+    yield path
+    path.unlink(missing_ok=True)
+    folder.rmdir()
+
+
+@pytest.fixture
+def box(gpu_file: Path) -> Iterator[Daemon]:
+    """trainqd with two fake GPUs read from `gpu_file`, sampled every half second."""
+    config = {"gpu_sample_seconds": 0.5, "default_stop_grace_seconds": 2}
+    with running_daemon(gpus=f"fake:{gpu_file}", config=config) as daemon:
+        yield daemon
+
+
+@pytest.fixture
+def ui(box: Daemon) -> Iterator[Forwarder]:
+    with forwarder(box) as running:
+        yield running

@@ -1,0 +1,73 @@
+"""The pages show a user what `trainq` shows them: through the forwarder each user starts,
+trainqd sees that user (SO_PEERCRED of the forwarder), so another's hidden fields stay
+hidden and another's log stays closed, and a user cannot use someone else's forwarder."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser
+
+from tests.daemon import Daemon
+from tests.multiuser.accounts import Accounts, User
+from tests.multiuser.support import SYSTEM_PYTHON, submit_as
+from tests.ui.support import forwarder, screenshot, until
+
+pytestmark = [pytest.mark.ui, pytest.mark.multiuser]
+
+
+def as_user(user: User, daemon: Daemon) -> Any:
+    def start(argv: list[str]) -> subprocess.Popen[str]:
+        return user.popen(argv, stdout=subprocess.PIPE, text=True, env=daemon.env, cwd="/")
+
+    return start
+
+
+def test_another_users_hidden_fields_stay_hidden_in_the_pages(
+    workstation: Daemon, accounts: Accounts, browser: Browser
+) -> None:
+    secret = f"hf_{uuid.uuid4().hex}"
+    spec = {
+        "command": ["sh", "-c", "echo log line $HF_TOKEN"],
+        "environment": {"HF_TOKEN": secret},
+        "hyperparameters": {"lr": "0.25"},
+    }
+    job = submit_as(workstation, accounts.alice, spec)
+    workstation.wait_state(job["id"], "COMPLETED")
+    route = f"#/job/{job['id']}"
+
+    with forwarder(workstation, as_user(accounts.alice, workstation)) as alices:
+        page = alices.open(browser, route)
+        until(lambda: secret in page.locator("#log").inner_text(), "alice's own log")
+        assert secret in page.locator("#spec").inner_text()  # she sees her job whole
+
+    with forwarder(workstation, as_user(accounts.bob, workstation)) as bobs:
+        page = bobs.open(browser, route)
+        until(lambda: page.locator("#log").get_attribute("data-refused") == "403", "refusal")
+        until(lambda: "completed" in page.locator("#states").inner_text(), "the states")
+        shown = page.locator("#spec").inner_text()
+        assert "env HF_TOKEN\n<hidden>" in shown
+        assert "0.25" not in shown
+        assert secret not in page.content()
+        screenshot(page, "job-seen-by-another-user")
+
+
+_KNOCK = """
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=10)
+    print(200)
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+"""
+
+
+def test_another_user_cannot_use_a_users_forwarder(workstation: Daemon, accounts: Accounts) -> None:
+    with forwarder(workstation, as_user(accounts.alice, workstation)) as alices:
+        for path in ("/v1/jobs", "/v1/gpus", "/v1/health"):
+            knock = accounts.bob.run([SYSTEM_PYTHON, "-I", "-c", _KNOCK, alices.origin + path])
+            assert knock.stdout.strip() == "403", (path, knock.stderr)
+        assert workstation.get("/v1/health").status_code == 200
