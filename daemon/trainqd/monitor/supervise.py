@@ -466,10 +466,12 @@ class TrainerSupervisor:
             boot_id=procfs.boot_id(),
         )
         # Beside the stop file, in trainqd's directory, which the job's owner cannot write:
-        # a later trainqd watches and signals the pid it finds there.
+        # a later trainqd watches and signals the pid it finds there. Not fsynced: it only
+        # matters while this boot lasts (a crash of the machine ends the monitor, and the
+        # record names its boot), and the page cache outlives any process.
         path = monitor_info_path(os.path.dirname(self.launch.stop_file), self.launch.attempt)
         try:
-            write_record(path, info)
+            write_record(path, info, durable=False)
         except OSError as exc:  # only a later trainqd needs it: the job goes on
             log(f"warning: cannot write {path}: {exc}")
 
