@@ -136,6 +136,7 @@ class AttemptEnds:
                 retried=result.retried,
                 event_reason=result.event_reason,
                 changes=result.changes,
+                opt_ml=None if record is None else record.opt_ml,
             )
         except TransitionError as exc:
             self._unrecorded.recorded(job_id)
@@ -155,11 +156,6 @@ class AttemptEnds:
                 if attempt.number == number:
                     begun = attempt.started_at if result.started_at is None else result.started_at
                     self._on_ended(job, replace(attempt, started_at=begun), result.ended_at)
-        if record is not None and record.opt_ml is not None:
-            try:
-                self._store.record_opt_ml(job_id, number, record.opt_ml)
-            except DiskFull:  # a detail of `trainq show`: the attempt's end is what counts
-                log.warning("disk full: /opt/ml's absence not kept", job_id=job_id)
         log.info(
             "attempt ended",
             job_id=job_id,
