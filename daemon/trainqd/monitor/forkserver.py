@@ -81,6 +81,7 @@ def serve(sock_fd: int) -> int:
                 sock.close()
                 status = become_monitor(launch_fd, log_fd)
             finally:
+                mark("exit")
                 os._exit(status)
         os.close(launch_fd)
         os.close(log_fd)
