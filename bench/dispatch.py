@@ -1,6 +1,6 @@
 """Dispatch gap (one job's trainer exits -> the next queued job's trainer runs) and
 submit-to-start on an idle daemon, from the trainers' own clocks, against a plain Python
-loop starting the same trainer.
+loop starting the same trainer and against task-spooler (`tsp`) running it.
 
     .venv/bin/python bench/dispatch.py [--jobs 150] [--holds 0.25,0] [--idle 40]
 
@@ -16,6 +16,9 @@ asks for it, so each job waits for the previous one.
   once (a burst of tiny jobs: the next start competes with the aftermath of the last).
   Baseline: `subprocess.run` of the same trainer in a loop, gap measured the same way (half
   the runs before the first queue drains, half after the last, so drift hits both).
+- tsp (Debian's task-spooler: a single-user queue, no confinement), in the same run: a
+  server of its own with one slot, the same jobs queued behind a 0.5 s holder, the gap
+  measured the same way; and `tsp` called on an idle server -> the first stamp.
 - submit-to-start: on an idle daemon, the clock just before POST /v1/jobs is sent -> the
   trainer's first stamp. Submissions arrive one every `--idle-period` seconds, each after
   the previous job completed. Baseline: the clock just before `subprocess.run` -> the stamp.
@@ -30,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Sequence
@@ -53,6 +58,7 @@ from common import (
     stamps_by_job,
 )
 
+TSP = shutil.which("tsp") or "tsp"  # Debian's task-spooler (apt-get install task-spooler)
 MONITOR_LINE = re.compile(r"^(\S+Z) (.*)$")
 # The parts of a gap, in order; each runs from the previous point to its own.
 GAP_PARTS = (
@@ -116,6 +122,64 @@ def baseline_loop(stamps: Path, prefix: str, runs: int) -> tuple[list[float], li
     gaps = [by_job[b]["start"] - by_job[a]["end"] for a, b in itertools.pairwise(names)]
     starts = [by_job[name]["start"] - called[name] for name in names]
     return gaps, starts
+
+
+# -- the second baseline: task-spooler -------------------------------------------------------
+
+
+class TaskSpooler:
+    """A `tsp` server of its own (socket and output files in `home`), one slot: Debian's
+    task-spooler, a single-user queue with no confinement, measured the same way."""
+
+    def __init__(self, home: Path) -> None:
+        home.mkdir(exist_ok=True)
+        self.env = {**os.environ, "TS_SOCKET": str(home / "socket"), "TMPDIR": str(home)}
+        self.env.update(TS_SLOTS="1", TS_MAXFINISHED="100000")
+        self.tsp("-S", "1")
+
+    def tsp(self, *args: str) -> str:
+        done = subprocess.run([TSP, *args], env=self.env, capture_output=True, check=True)
+        return done.stdout.decode().strip()
+
+    def submit(self, stamps: Path, hold: float, name: str) -> str:
+        return self.tsp("-n", str(STAMP_TRAINER), str(stamps), f"{hold:g}", name)
+
+    def close(self) -> None:
+        subprocess.run([TSP, "-K"], env=self.env, capture_output=True, check=False)
+
+
+def tsp_gaps(
+    spooler: TaskSpooler, stamps: Path, prefix: str, jobs: int, hold: float
+) -> list[float]:
+    """The same drain as trainq's: jobs queued behind a holder, run back to back."""
+    spooler.tsp("-n", "/bin/sleep", "0.5")
+    names = [f"{prefix}{n:04d}" for n in range(jobs)]
+    for name in names:
+        spooler.submit(stamps, hold, name)
+    limit = 30 + jobs * (2.0 + hold)
+    poll_until(lambda: count_lines(stamps) >= 2 * jobs, limit, 0.2, "tsp's queue to drain")
+    by_job = stamps_by_job(read_stamps(stamps))
+    return [by_job[b]["start"] - by_job[a]["end"] for a, b in itertools.pairwise(names)]
+
+
+def tsp_starts(spooler: TaskSpooler, stamps: Path, runs: int, period: float) -> list[float]:
+    """`tsp` called -> the first stamp, one job at a time on an idle server."""
+    sent: dict[str, float] = {}
+    next_at = time.monotonic()
+    for n in range(runs):
+        time.sleep(max(0.0, next_at - time.monotonic()))  # the arrival schedule
+        next_at = time.monotonic() + period
+        name = f"t{n:04d}"
+        sent[name] = time.time()
+        spooler.submit(stamps, 0, name)
+        done = 2 * (n + 1)
+
+        def stamped(done: int = done) -> bool:
+            return count_lines(stamps) >= done
+
+        poll_until(stamped, timeout=30, interval=0.01, what=f"tsp's job {name}")
+    by_job = stamps_by_job(read_stamps(stamps))
+    return [by_job[name]["start"] - sent[name] for name in sent]
 
 
 # -- the gap ---------------------------------------------------------------------------------
@@ -202,20 +266,24 @@ def idle_starts(
 # -- the report --------------------------------------------------------------------------------
 
 
-def row(label: str, values: Sequence[float], baseline: Summary | None = None) -> str:
+def row(label: str, values: Sequence[float], *baselines: Summary) -> str:
     s = Summary.of(values)
-    versus = "" if baseline is None else ratio(s.median, baseline.median)
+    versus = " | ".join(ratio(s.median, b.median) for b in baselines) or " |"
     return f"| {label} | {s.median * 1e3:.2f} | {s.p99 * 1e3:.2f} | {s.mean * 1e3:.2f} | {versus} |"
 
 
-def gap_table(hold: float, jobs: int, parts: dict[str, list[float]], base: Summary) -> None:
+HEADER = "| p50 ms | p99 ms | mean ms | vs subprocess.run | vs tsp |\n|---|---|---|---|---|---|"
+
+
+def gap_table(
+    hold: float, jobs: int, parts: dict[str, list[float]], base: Summary, tsp: Summary
+) -> None:
     gaps = parts["gap"]
     quarter = len(gaps) // 4
-    print(f"\n| dispatch gap, jobs running {hold:g} s | p50 ms | p99 ms | mean ms | vs baseline |")
-    print("|---|---|---|---|---|")
-    print(row(f"trainq, {jobs} jobs draining", gaps, base))
-    print(row(f"&nbsp; first quarter (~{jobs * 7 // 8} pending)", gaps[:quarter], base))
-    print(row(f"&nbsp; last quarter (~{jobs // 8} pending)", gaps[-quarter:], base))
+    print(f"\n| dispatch gap, jobs running {hold:g} s {HEADER}")
+    print(row(f"trainq, {jobs} jobs draining", gaps, base, tsp))
+    print(row(f"&nbsp; first quarter (~{jobs * 7 // 8} pending)", gaps[:quarter], base, tsp))
+    print(row(f"&nbsp; last quarter (~{jobs // 8} pending)", gaps[-quarter:], base, tsp))
     for key, what in GAP_PARTS:
         print(row(f"&nbsp; {key}: {what}", parts[key]))
     beside = "(beside: 'attempt ended' -> 'started', all of trainqd's start work)"
@@ -230,32 +298,47 @@ def main() -> None:
     parser.add_argument("--idle-period", type=float, default=0.5, help="seconds between them")
     parser.add_argument("--source", type=Path, help="run trainqd from this copy of the tree")
     args = parser.parse_args()
+    if shutil.which("tsp") is None:
+        parser.error("no tsp on the PATH: apt-get install task-spooler (the second baseline)")
     holds = [float(h) for h in args.holds.split(",")]
     print(machine())
     print(load())
+    print("trainqd as", "root (every confinement on)" if os.geteuid() == 0 else "a personal daemon")
     with running_daemon("fake:1", args.source) as daemon, daemon.client() as client:
         work = daemon.base
-        base_gaps, base_starts = baseline_loop(work / "base-a", "a", args.jobs // 2)
-        drained = []
-        for n, hold in enumerate(holds):
-            stamps = work / f"queue-{n}"
-            ids = drain_queue(client, stamps, f"q{n}-", args.jobs, hold)
-            drained.append((hold, ids, stamps))
-        more_gaps, more_starts = baseline_loop(work / "base-b", "b", args.jobs // 2)
-        idle = idle_starts(daemon, client, work / "idle", args.idle, args.idle_period)
+        spooler = TaskSpooler(work / "tsp")
+        try:
+            base_gaps, base_starts = baseline_loop(work / "base-a", "a", args.jobs // 2)
+            tsp_drained = {
+                hold: tsp_gaps(spooler, work / f"tsp-{n}", f"t{n}-", args.jobs, hold)
+                for n, hold in enumerate(holds)
+            }
+            drained = []
+            for n, hold in enumerate(holds):
+                stamps = work / f"queue-{n}"
+                ids = drain_queue(client, stamps, f"q{n}-", args.jobs, hold)
+                drained.append((hold, ids, stamps))
+            more_gaps, more_starts = baseline_loop(work / "base-b", "b", args.jobs // 2)
+            tsp_idle = tsp_starts(spooler, work / "tsp-idle", args.idle, args.idle_period)
+            idle = idle_starts(daemon, client, work / "idle", args.idle, args.idle_period)
+        finally:
+            spooler.close()
         parts = [(hold, gap_parts(daemon, ids, stamps)) for hold, ids, stamps in drained]
     base_gaps += more_gaps
     base_starts += more_starts
     gap_base = Summary.of(base_gaps)
-    print("\n| baseline | p50 ms | p99 ms | mean ms | |")
-    print("|---|---|---|---|---|")
+    print("\n| baseline | p50 ms | p99 ms | mean ms | | |")
+    print("|---|---|---|---|---|---|")
     print(row("gap: subprocess.run of the trainer, back to back", base_gaps))
     print(row("start: subprocess.run called -> first stamp", base_starts))
+    for hold, gaps in tsp_drained.items():
+        print(row(f"gap: tsp, {args.jobs} jobs of {hold:g} s queued, one slot", gaps))
+    print(row("start: `tsp` called on an idle server -> first stamp", tsp_idle))
     for hold, hold_parts in parts:
-        gap_table(hold, args.jobs, hold_parts, gap_base)
-    print("\n| submit-to-start, idle daemon | p50 ms | p99 ms | mean ms | vs baseline |")
-    print("|---|---|---|---|---|")
-    print(row("POST /v1/jobs sent -> first stamp", idle["total"], Summary.of(base_starts)))
+        gap_table(hold, args.jobs, hold_parts, gap_base, Summary.of(tsp_drained[hold]))
+    print(f"\n| submit-to-start, idle daemon {HEADER}")
+    start_bases = Summary.of(base_starts), Summary.of(tsp_idle)
+    print(row("POST /v1/jobs sent -> first stamp", idle["total"], *start_bases))
     print(row("&nbsp; POST answered (201 received)", idle["answered"]))
     print(row("&nbsp; POST sent -> trainqd logs 'started'", idle["spawned"]))
     print(row("&nbsp; 'started' -> monitor logs 'trainer started'", idle["launched"]))

@@ -22,6 +22,7 @@ from trainqd.jobdir import JobDirs
 from trainqd.leftovers import end_attempt_cgroup, kill_attempt
 from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.outcomes import judge_end
+from trainqd.profiling import mark
 from trainqd.store import AttemptRow, JobRow, Store
 from trainqd.unrecorded import Backlog
 
@@ -75,6 +76,7 @@ class AttemptEnds:
         the job's events say why."""
         job = self._store.get(job_id)
         await self.clean_up(job, number, None if forced else record)
+        mark("cgroup removed", job_id)
         if forced and record is not None and record.reason is not None:
             try:
                 self._store.note(job_id, time.time(), record.reason)
@@ -134,6 +136,7 @@ class AttemptEnds:
                 retried=result.retried,
                 event_reason=result.event_reason,
                 changes=result.changes,
+                opt_ml=None if record is None else record.opt_ml,
             )
         except TransitionError as exc:
             self._unrecorded.recorded(job_id)
@@ -146,17 +149,13 @@ class AttemptEnds:
             self._unrecorded.keep(job_id, number, record, now)
             return
         self._unrecorded.recorded(job_id)
+        mark("end committed", job_id)
         sampling.keep_summary(self._store, self._sampler, job_id, number)
         if self._on_ended is not None:
             for attempt in attempts:
                 if attempt.number == number:
                     begun = attempt.started_at if result.started_at is None else result.started_at
                     self._on_ended(job, replace(attempt, started_at=begun), result.ended_at)
-        if record is not None and record.opt_ml is not None:
-            try:
-                self._store.record_opt_ml(job_id, number, record.opt_ml)
-            except DiskFull:  # a detail of `trainq show`: the attempt's end is what counts
-                log.warning("disk full: /opt/ml's absence not kept", job_id=job_id)
         log.info(
             "attempt ended",
             job_id=job_id,

@@ -27,6 +27,7 @@ from trainqd.launch import (
     write_env_file,
 )
 from trainqd.outcomes import time_limit_reason
+from trainqd.profiling import mark
 from trainqd.snapshots import as_run
 from trainqd.store import JobRow, Store
 from trainqd.watcher import Watcher
@@ -78,6 +79,7 @@ class Launcher:
     def launch(self, start: planner.Start, now: float) -> None:
         """DiskFull if the start cannot be recorded: the job then stays PENDING."""
         job = self._store.get(start.job_id)
+        mark("launching", job.id)
         if stopped_out_of_time(self._store, job, now):
             self._changed()
             return
@@ -85,6 +87,7 @@ class Launcher:
         job, number = self._store.begin_attempt(job.id, start.gpus, uuids, now)
         job = as_run(job, self._dirs)  # a snapshot of its source, where it has one
         self._notify()
+        mark("attempt recorded", job.id)
         bound = log.bind(job_id=job.id, attempt=number)
         watcher = self._watcher()
         try:
@@ -92,6 +95,7 @@ class Launcher:
             paths = self._dirs.create_attempt(
                 job.id, number, acct.uid, acct.gid, monitor_is_owner=job.spec.image is None
             )
+            mark("directories made", job.id)
             built = build_launch(
                 Attempt(
                     job,
@@ -107,7 +111,9 @@ class Launcher:
             if built.env_file is not None:
                 write_env_file(*built.env_file)
             launch = built.launch
+            mark("launch built", job.id)
             monitor = watcher.start(launch, paths.attempt_dir, paths.stop_file)
+            mark("monitor forked", job.id)
         except Exception as exc:  # any failure to start is this attempt's, never the daemon's
             bound.exception("could not start the attempt")
             self._ends.start_failed(

@@ -940,14 +940,6 @@ class Store:
                 (utilization_peak, utilization_mean, memory_peak_mib, idle_seconds, job_id, number),
             )
 
-    def record_opt_ml(self, job_id: int, number: int, present: bool) -> None:
-        """Keep whether an ended subprocess attempt's trainer found /opt/ml."""
-        with self._tx():
-            self._db.execute(
-                "UPDATE attempts SET opt_ml=? WHERE job_id=? AND number=?",
-                (int(present), job_id, number),
-            )
-
     def restate_stop(self, job_id: int, now: float, stop_reason: str) -> JobRow:
         """A STOPPING job's stop changes hands (a user's stop of a job being preempted): its
         stop reason becomes `stop_reason`, with an event row that changes no state."""
@@ -986,8 +978,10 @@ class Store:
         retried: bool,
         event_reason: str | None,
         changes: JobChanges | None = None,
+        opt_ml: bool | None = None,
     ) -> JobRow:
-        """Close an attempt and move its job on, in one transaction."""
+        """Close an attempt and move its job on, in one transaction (one fsync); `opt_ml`,
+        where the monitor said, whether its trainer found /opt/ml."""
         with self._tx():
             attempt = self.attempt(job_id, number)
             if attempt is None or attempt.ended_at is not None:
@@ -1008,6 +1002,11 @@ class Store:
                     number,
                 ),
             )
+            if opt_ml is not None:
+                self._db.execute(
+                    "UPDATE attempts SET opt_ml=? WHERE job_id=? AND number=?",
+                    (int(opt_ml), job_id, number),
+                )
             used = max(0.0, attempt_ended - begun)
             assignments = [
                 *(changes or JobChanges()).assignments(),

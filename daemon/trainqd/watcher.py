@@ -57,6 +57,7 @@ from trainqd.monitor.records import (
     parse_monitor_info,
     read_json,
 )
+from trainqd.profiling import mark
 from trainqd.store import DISK_FULL_MESSAGE
 
 log = structlog.get_logger("trainqd.watcher")
@@ -310,6 +311,7 @@ class MonitorWatcher:
         assert monitor.pidfd is not None
         try:
             await anyio.wait_readable(monitor.pidfd)
+            mark("monitor exit seen", monitor.job_id)
         finally:
             # Cancelled at shutdown: the monitor goes on without us, and the next trainqd
             # finds it again.
@@ -323,6 +325,7 @@ class MonitorWatcher:
             await self._on_end(monitor.job_id, monitor.attempt, monitor.forced, forced=True)
             return
         record = read_exit_record(monitor.attempt_dir, monitor.job_id, monitor.attempt)
+        mark("exit record read", monitor.job_id)
         await self._on_end(monitor.job_id, monitor.attempt, record)
 
     async def _enforce(self) -> None:

@@ -19,7 +19,7 @@ from trainqd.monitor import cgroup, procfs
 # session, empty environment), reports, and on a line from stdin ends the cgroup (unless
 # told "vanish": then it exits without ending anything, as a killed monitor would).
 MONITOR = """
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
 from trainqd.monitor import cgroup
 ml_root, job_id = sys.argv[1], int(sys.argv[2])
 held = cgroup.AttemptCgroup.enter(ml_root, job_id, 1)
@@ -28,9 +28,19 @@ sleeper = subprocess.run(
     capture_output=True, text=True, check=True,
 ).stdout.strip()
 print(json.dumps({"path": held.path, "sleeper": int(sleeper)}), flush=True)
-if sys.stdin.readline().strip() == "vanish":
+said = sys.stdin.readline().strip()
+if said == "vanish":
     os._exit(0)
-print(json.dumps({"survivors": held.end(drain=0.0, kill_wait=5.0)}), flush=True)
+if said == "alone":  # the sleeper ended by other means first, as the tree kill does
+    os.kill(int(sleeper), 9)
+    deadline = time.monotonic() + 10
+    while str(sleeper) in open(os.path.join(held.path, "cgroup.procs")).read().split():
+        if time.monotonic() > deadline:
+            sys.exit("the sleeper did not die")
+        time.sleep(0.01)
+survivors = held.end(drain=0.0, kill_wait=5.0)
+here = open("/proc/self/cgroup").read().strip()
+print(json.dumps({"survivors": survivors, "in": here}), flush=True)
 """
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are root's")
@@ -82,7 +92,9 @@ def test_the_end_of_an_attempts_cgroup_kills_what_left_the_tree(tmp_path: Path) 
         assert str(sleeper) in Path(path, "cgroup.procs").read_text().split()
         assert Path(f"/proc/{proc.pid}/cgroup").read_text().strip().endswith("/job-1-1")
         out, _ = proc.communicate("end\n", timeout=30)
-        assert json.loads(out) == {"survivors": []}
+        said = json.loads(out)
+        assert said["survivors"] == []
+        assert not said["in"].endswith("/job-1-1")  # it left before the kill
         assert not alive(sleeper)
         assert not os.path.exists(path)  # a root monitor tidies up
     finally:
@@ -104,6 +116,27 @@ def test_trainqd_kills_the_cgroup_of_a_vanished_monitor(tmp_path: Path) -> None:
         assert not os.path.exists(path)
         cgroups.release(str(jobs_dir))
         assert not os.path.exists(os.path.dirname(path))
+    finally:
+        proc.kill()
+        cgroup.kill(path, 5)
+        cgroup.remove(path)
+
+
+@needs_v2
+def test_a_monitor_alone_in_its_cgroup_ends_it_without_leaving(tmp_path: Path) -> None:
+    """Nothing of the job is left: the monitor stays (no second migration, which waits out
+    an RCU grace period on the dispatch path), and trainqd removes the cgroup after it."""
+    ml_root = tmp_path / "jobs" / "3" / "ml"
+    proc, path, sleeper = start_monitor(ml_root, 3)
+    try:
+        out, _ = proc.communicate("alone\n", timeout=30)
+        said = json.loads(out)
+        assert said["survivors"] == []
+        assert said["in"].endswith("/job-3-1")
+        assert not alive(sleeper)
+        assert os.path.exists(path)  # until the monitor has exited, trainqd's to remove
+        assert leftovers.end_attempt_cgroup(str(ml_root), 3, 1) == 0
+        assert not os.path.exists(path)
     finally:
         proc.kill()
         cgroup.kill(path, 5)

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.schema_history import UNDO, downgrade
@@ -34,6 +35,28 @@ def test_submission_is_on_disk_when_submit_returns(tmp_path: Path) -> None:
     assert store.events_since(0)[0].to_state == JobState.PENDING
     mode = other.execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
+
+
+def test_an_attempts_end_and_its_opt_ml_are_one_transaction(store: Store) -> None:
+    """Whether the trainer found /opt/ml is written with the attempt's end, not in a second
+    commit (and fsync) on the path between two jobs; an attempt that said nothing keeps
+    NULL."""
+    job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+    store.begin_attempt(job.id, (0,), ("u0",), 2.0)
+    ended: dict[str, Any] = {
+        "attempt_started": 2.0,
+        "attempt_ended": 3.0,
+        "exit_code": 0,
+        "signal": None,
+        "outcome": "exited",
+        "reason": None,
+        "event_reason": "retry",
+    }
+    store.end_attempt(job.id, 1, JobState.PENDING, 3.0, retried=True, opt_ml=False, **ended)
+    assert store.attempts([job.id])[job.id][0].opt_ml is False
+    store.begin_attempt(job.id, (0,), ("u0",), 4.0)
+    store.end_attempt(job.id, 2, JobState.COMPLETED, 5.0, retried=False, **ended)
+    assert [a.opt_ml for a in store.attempts([job.id])[job.id]] == [False, None]
 
 
 def test_guarded_transitions_and_events(store: Store) -> None:

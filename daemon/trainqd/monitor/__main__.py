@@ -14,6 +14,7 @@ import os
 import sys
 
 from trainqd.monitor.log import log
+from trainqd.monitor.profile import mark
 from trainqd.monitor.records import Launch
 from trainqd.monitor.spawn import FORK_SERVER_FLAG
 from trainqd.monitor.supervise import run
@@ -33,6 +34,7 @@ def exit_now(status: int) -> None:
     """End the process at once. The exit record is on disk and every line of the log went
     out with its own write(2): the interpreter's orderly teardown (10-20 ms here) would only
     keep trainqd, which learns of the end from this process's exit, waiting."""
+    mark("exit")
     os._exit(status)
 
 
@@ -43,6 +45,7 @@ def run_from_stdin() -> int:
     except (OSError, ValueError, TypeError, KeyError) as exc:
         log(f"unusable launch: {type(exc).__name__}: {exc}")
         return 2
+    mark("launch read")
     return run(launch)
 
 

@@ -251,6 +251,12 @@ class AttemptCgroup:
         """Leave the cgroup, give what is left `drain` seconds to end on its own, kill the
         rest and wait up to `kill_wait` seconds for it; the pids that would not die, or
         None if the monitor could not leave (trainqd kills the cgroup once it has ended)."""
+        if drain <= 0 and members(self.path) == [os.getpid()]:
+            # Nothing of the job is left, and only root can move a process in: leaving would
+            # be the attempt's second migration, which waits out an RCU grace period (ms, on
+            # the dispatch path). trainqd removes the cgroup once this process has exited.
+            self.close()
+            return []
         try:
             os.write(self._home_procs_fd, b"0")
         except OSError:

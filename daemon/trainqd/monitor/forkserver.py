@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from trainqd.monitor import feeder as _feeder  # noqa: F401
 from trainqd.monitor import mlroot as _mlroot  # noqa: F401
 from trainqd.monitor.__main__ import run_from_stdin
+from trainqd.monitor.profile import mark
 from trainqd.monitor.spawn import LAUNCH_MESSAGE, PID
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def become_monitor(launch_fd: int, log_fd: int) -> int:
         os.dup2(fd, target)
     os.close(log_fd)
     os.close(launch_fd)
+    mark("forked")
     return run_from_stdin()
 
 
@@ -82,6 +84,7 @@ def serve(sock_fd: int) -> int:
                 sock.close()
                 status = become_monitor(launch_fd, log_fd)
             finally:
+                mark("exit")
                 os._exit(status)
         os.close(launch_fd)
         os.close(log_fd)

@@ -190,16 +190,19 @@ def read_deadline(path: str) -> tuple[bool, float | None]:
     return True, float(value)
 
 
-def atomic_write_json(path: str, obj: Any, mode: int = 0o644) -> None:
+def atomic_write_json(path: str, obj: Any, mode: int = 0o644, *, durable: bool = True) -> None:
     """Write `path` so that a reader sees the old file or the whole new one, never a part.
 
     The temporary file is created exclusively and without following links, so a
-    directory shared with a less trusted user cannot redirect the write.
+    directory shared with a less trusted user cannot redirect the write. `durable`: on
+    disk (fsync of the file and of its directory) before this returns; without it the
+    rename is as atomic for every reader, but a crash of the machine may lose the file.
     """
-    _atomic_write_bytes(path, json.dumps(obj, separators=(",", ":")).encode(), mode)
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    _atomic_write_bytes(path, data, mode, durable=durable)
 
 
-def _atomic_write_bytes(path: str, data: bytes, mode: int) -> None:
+def _atomic_write_bytes(path: str, data: bytes, mode: int, *, durable: bool = True) -> None:
     directory = os.path.dirname(path) or "."
     tmp = os.path.join(directory, f".tmp-{os.getpid()}-{os.urandom(6).hex()}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -209,13 +212,15 @@ def _atomic_write_bytes(path: str, data: bytes, mode: int) -> None:
             f.write(data)
             f.flush()
             os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.rename(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    if durable:
+        _fsync_dir(directory)
 
 
 def _fsync_dir(directory: str) -> None:
@@ -426,5 +431,7 @@ def write_exit_record(path: str, record: ExitRecord, pause: Any = time.sleep) ->
         delay = min(delay * 2, _RETRY_MAX)
 
 
-def write_record(path: str, record: ExitRecord | MonitorInfo | StopOrder) -> None:
-    atomic_write_json(path, asdict(record))
+def write_record(
+    path: str, record: ExitRecord | MonitorInfo | StopOrder, *, durable: bool = True
+) -> None:
+    atomic_write_json(path, asdict(record), durable=durable)

@@ -40,6 +40,7 @@ from trainqd.monitor.privileges import (
     without_namespace,
 )
 from trainqd.monitor.process import spawn
+from trainqd.monitor.profile import mark
 from trainqd.monitor.records import STDERR, STDOUT, Launch
 from trainqd.monitor.timeline import TIMELINE, Relay
 
@@ -77,6 +78,7 @@ class Prepared:
         # Readable too: the record's reason may be the tail of what the trainer wrote.
         self.stderr_fd = _open_output(launch, STDERR, os.O_RDWR)
         self.relay = Relay(self.stdout_fd, self.stderr_fd, timeline_fd)
+        mark("outputs opened")
         trainer_stdout, trainer_stderr = self.relay.trainer_ends
         program = launch.argv[0] if launch.argv else ""
         try:
@@ -99,6 +101,7 @@ class Prepared:
             raise StartFailed(f"cannot start {program!r}: {exc}") from None
         finally:
             self.relay.started()
+        mark("trainer spawned")
         return pid
 
 
@@ -116,8 +119,10 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
     except OSError as exc:  # never seen on Linux >= 3.4; orphans would then escape to init
         log(f"warning: not a subreaper ({exc.strerror}): orphans cannot be followed")
     _make_job_view(launch)
+    mark("job view made")
     if is_root():
         _confine_devices(launch)
+        mark("devices confined")
     if launch.pipe_channels:
         children.load_feeder()
     owner = launch.owner
@@ -130,10 +135,12 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
         drop_to(owner.uid, owner.gid, owner.groups)
     except OSError as exc:
         raise StartFailed(f"cannot run as user {owner.user}: {exc}") from None
+    mark("privileges dropped")
     try:
         prepare_ml_root(launch)
     except Exception as exc:
         raise StartFailed(f"cannot prepare the ml root: {exc}") from None
+    mark("ml root prepared")
     prepared = Prepared(launch, children_drop=False)
     prepared.opt_ml = _ml_root_at_opt_ml(launch.ml_root)
     return prepared

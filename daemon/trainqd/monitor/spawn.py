@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import trainq.core.outcomes
 from trainqd.monitor.devices import NO_V1_ENV
+from trainqd.monitor.profile import PROFILE_ENV
 from trainqd.monitor.records import MONITOR_LOG, Launch
 
 # The fork server's protocol (forkserver.py imports the monitor itself, which trainqd need
@@ -52,6 +53,9 @@ _MONITOR_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 # see the eBPF device program confine a job alone.
 if os.environ.get(NO_V1_ENV) == "1":
     _MONITOR_ENV[NO_V1_ENV] = "1"
+# And the switch of the dispatch profile's marks (profile.py).
+if os.environ.get(PROFILE_ENV) == "1":
+    _MONITOR_ENV[PROFILE_ENV] = "1"
 
 
 FORK_SERVER_FLAG = "--fork-server"

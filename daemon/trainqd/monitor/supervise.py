@@ -42,6 +42,7 @@ from trainqd.monitor.outcome import (
 )
 from trainqd.monitor.privileges import is_root
 from trainqd.monitor.process import describe_status, spawn_beside
+from trainqd.monitor.profile import mark
 from trainqd.monitor.records import (
     EXIT_RECORD,
     ExitRecord,
@@ -155,6 +156,7 @@ class TrainerSupervisor:
         except Exception as exc:
             log(f"cannot write the exit record: {exc}")
             status = 1
+        mark("exit record written")
         self._enter(Phase.ENDED)
         # trainqd learns of the end when this process exits: the container's removal must
         # not hold that back, so a child of its own does it (the name is this attempt's
@@ -172,12 +174,15 @@ class TrainerSupervisor:
     def _attempt(self) -> Ending:
         self._catch_signals()
         self._enter_cgroup()
+        mark("cgroup entered")
         # Before prepare(): a subprocess job's monitor drops to its owner there, and after
         # that it could no longer write in trainqd's directory.
         self._write_monitor_info()
         try:
+            mark("monitor info written")
             self.prepared = prepare(self.launch)
             self._reserve_record_space()
+            mark("record space reserved")
             if self.launch.pipe_channels:
                 self.feeder = self.prepared.start_feeder()
             early = self._stopped_before_start()
@@ -200,7 +205,9 @@ class TrainerSupervisor:
         assert self.status is not None
         log(f"trainer {describe_status(self.status)}")
         self._enter(Phase.ENDING)
+        mark("trainer reaped")
         self._end_tree()
+        mark("tree ended")
         assert self.prepared is not None
         if self.prepared.relay is not None:  # the output left in the pipes, before the tail
             self.prepared.relay.finish()
@@ -423,6 +430,7 @@ class TrainerSupervisor:
             self._reap()
             if survivors:
                 log(f"processes that would not die: {survivors}")
+            mark("tree killed")
         # A container's engine may still be tidying up after the client (podman's conmon):
         # it gets a moment before the kill.
         self._end_cgroup(drain=LEFTOVER_GRACE if self.engine is not None else 0.0)
@@ -481,10 +489,12 @@ class TrainerSupervisor:
             boot_id=procfs.boot_id(),
         )
         # Beside the stop file, in trainqd's directory, which the job's owner cannot write:
-        # a later trainqd watches and signals the pid it finds there.
+        # a later trainqd watches and signals the pid it finds there. Not fsynced: it only
+        # matters while this boot lasts (a crash of the machine ends the monitor, and the
+        # record names its boot), and the page cache outlives any process.
         path = monitor_info_path(os.path.dirname(self.launch.stop_file), self.launch.attempt)
         try:
-            write_record(path, info)
+            write_record(path, info, durable=False)
         except OSError as exc:  # only a later trainqd needs it: the job goes on
             log(f"warning: cannot write {path}: {exc}")
 
