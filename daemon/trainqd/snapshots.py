@@ -26,11 +26,13 @@ import anyio
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec
 from trainqd.config import Config
+from trainqd.contract import CONTAINER_BASE
 from trainqd.identity import Account
 from trainqd.jobdir import JobDirs
 from trainqd.rows import JobRow
 
 SUBMIT_DIRECTORY = "sagemaker_submit_directory"
+
 CODE = "code"
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 _CHILD = [
@@ -57,7 +59,10 @@ def source_of(spec: JobSpec) -> str | None:
         value = json.loads(raw)  # the SageMaker SDK's hyperparameters are JSON
     except ValueError:
         value = raw
-    return value if isinstance(value, str) and value.startswith("/") else None
+    if not isinstance(value, str) or not value.startswith("/"):
+        return None  # an S3 URI or a relative name: nothing of the host's to copy
+    # The contract's own paths name the job's ml root from inside it, not a host directory.
+    return None if value == CONTAINER_BASE or value.startswith(CONTAINER_BASE + "/") else value
 
 
 def _moved(value: str, source: str, code: str) -> str:
