@@ -189,11 +189,34 @@ def _state_style(state: str) -> str:
     return STATE_STYLES.get(state, "")
 
 
+def sweep_points(jobs: Iterable[Mapping[str, Any]]) -> dict[Any, str]:
+    """Each listed job of a group (a sweep) by the hyperparameters in which the group's
+    listed jobs differ, as `lr=0.01,batch=64`: which point of the grid it is."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for job in jobs:
+        if job.get("group_id") is not None:
+            groups.setdefault(job["group_id"], []).append(job)
+    points: dict[Any, str] = {}
+    for members in groups.values():
+        values = [dict((job.get("spec") or {}).get("hyperparameters") or {}) for job in members]
+        keys = list(dict.fromkeys(key for hps in values for key in hps))  # first seen, first
+        varying = [key for key in keys if len({hps.get(key) for hps in values}) > 1]
+        if not varying:
+            continue
+        for job, hps in zip(members, values, strict=True):
+            points[job.get("id")] = ",".join(f"{key}={hps.get(key, '')}" for key in varying)
+    return points
+
+
 def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: bool = False) -> str:
-    """The `ls` table, one job a line, in the daemon's order. --wide: absolute submit times
-    and whole reasons (on one line)."""
+    """The `ls` table, one job a line, in the daemon's order. --wide: absolute submit times,
+    each job's group and whole reasons (on one line). A sweep's jobs also show their point
+    (the values in which they differ), in a column that appears only when one is listed."""
     jobs = inert_data(list(jobs))
+    points = sweep_points(jobs)
     columns = [Column(h) for h in ("ID", "NAME", "STATE", "USER", "GPUS", "PRIO")]
+    columns += [Column("GROUP")] if wide else []
+    columns += [Column("SWEEP POINT")] if points else []
     times = ("SUBMITTED", "RUNTIME", "ATTEMPTS") if wide else ("AGE", "RUNTIME")
     columns += [Column(h) for h in times] + [Column("REASON", free_text=not wide)]
     rows = []
@@ -211,6 +234,10 @@ def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: b
             gpus_cell(job),
             str(job.get("priority", 0)),
         ]
+        if wide:
+            row += [str(job.get("group_id") or "-")]
+        if points:
+            row += [points.get(job.get("id"), "-")]
         if wide:
             row += [format_stamp(job.get("created_at"), opts.tz), job_runtime(job, opts.now)]
             row += [str(len(job.get("attempts") or [])), one_line(reason)]

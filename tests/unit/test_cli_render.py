@@ -418,3 +418,22 @@ def test_a_job_its_time_limit_stopped_shows_as_timeout_in_ls_and_show() -> None:
     detail = job_detail(ended, PIPED).splitlines()
     assert ["state", "TIMEOUT"] in [line.split() for line in detail]
     assert not any(line.startswith("timed_out") for line in detail)
+
+
+def test_a_sweeps_jobs_show_their_point_and_wide_their_group() -> None:
+    def point(job_id: int, lr: str, batch: str) -> dict[str, Any]:
+        spec = JobSpec(command=["python3", "train.py"], hyperparameters={"lr": lr, "batch": batch})
+        return job(id=job_id, name=f"sweep-{job_id}", group_id=20, spec=spec, attempts=[])
+
+    sweep = [point(20, "0.1", "32"), point(21, "0.1", "64"), point(22, "0.01", "64")]
+    alone = job(id=30, name="alone", attempts=[])
+    rows = job_table([*sweep, alone], PIPED).splitlines()
+    assert "SWEEP POINT" in rows[0]
+    assert "lr=0.1,batch=32" in rows[1]
+    assert "lr=0.01,batch=64" in rows[3]
+    assert "lr=" not in rows[4]  # not of a sweep
+    assert "GROUP" not in rows[0]
+    wide = job_table([*sweep, alone], PIPED, wide=True).splitlines()
+    assert "GROUP" in wide[0]
+    assert " 20 " in wide[1]
+    assert "SWEEP POINT" not in job_table([alone], PIPED)
