@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 import anyio
 
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec
 from trainqd.api.departure import unless_client_leaves
-from trainqd.children import ChildTimedOut, run_child
+from trainqd.children import ChildTimedOut, module_child, run_child
 from trainqd.identity import Account
 from trainqd.pathcheck import inspect_paths
 
@@ -30,15 +28,7 @@ from trainqd.pathcheck import inspect_paths
 # file under a lease, a check its submitter stopped).
 PATH_CHECK_TIMEOUT = 30.0
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_CHECKER = [
-    sys.executable,
-    "-S",
-    "-I",
-    "-c",
-    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-    "from trainqd.pathcheck import main; main()",
-]
+_CHECKER = module_child("pathcheck")
 
 
 async def _inspect_as(

@@ -4,24 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
-from pathlib import Path
 
 import anyio
 
 from trainqd.checkpoint_copy import copy_checkpoints
+from trainqd.children import module_child
 from trainqd.identity import account
 from trainqd.store import JobOwner
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_COPIER = [
-    sys.executable,
-    "-S",
-    "-I",
-    "-c",
-    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-    "from trainqd.checkpoint_copy import main; main()",
-]
+_COPIER = module_child("checkpoint_copy")
 
 
 async def copy_as(owner: JobOwner, source: str, target: str) -> None:

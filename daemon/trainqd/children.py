@@ -13,7 +13,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
@@ -23,6 +25,24 @@ from anyio.abc import ByteReceiveStream, Process
 REAP_WAIT = 5.0
 # What is kept of a child's stdout and of its stderr; the rest is read and dropped.
 MAX_OUTPUT = 4 << 20
+
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+def module_child(module: str) -> list[str]:
+    """The argv of a child that runs `trainqd.<module>.main()` in trainqd's interpreter,
+    isolated from the environment and the caller's site (-S -I): what the children that
+    drop to a user before anything else (path checks, snapshots, notifications, checkpoint
+    copies) are started with."""
+    return [
+        sys.executable,
+        "-S",
+        "-I",
+        "-c",
+        f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+        f"from trainqd.{module} import main; main()",
+    ]
 
 
 class ChildTimedOut(Exception):

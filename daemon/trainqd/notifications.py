@@ -18,14 +18,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
-from pathlib import Path
 
 import anyio
 import structlog
 
 from trainq.core.errors import NotFound
 from trainq.core.states import TERMINAL
+from trainqd.children import module_child
 from trainqd.config import Config
 from trainqd.events import ChangeNotifier
 from trainqd.identity import account
@@ -37,15 +36,7 @@ from trainqd.store import Store
 log = structlog.get_logger("trainqd.notifications")
 
 PARALLEL = 4
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_CHILD = [
-    sys.executable,
-    "-S",
-    "-I",
-    "-c",
-    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-    "from trainqd.notify_child import main; main()",
-]
+_CHILD = module_child("notify_child")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import shutil
-import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ import anyio
 
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec
+from trainqd.children import module_child
 from trainqd.config import Config
 from trainqd.contract import CONTAINER_BASE
 from trainqd.identity import Account
@@ -34,15 +34,7 @@ from trainqd.rows import JobRow
 SUBMIT_DIRECTORY = "sagemaker_submit_directory"
 
 CODE = "code"
-_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-_CHILD = [
-    sys.executable,
-    "-S",
-    "-I",
-    "-c",
-    f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-    "from trainqd.snapshot_child import main; main()",
-]
+_CHILD = module_child("snapshot_child")
 
 
 def source_of(spec: JobSpec) -> str | None:
