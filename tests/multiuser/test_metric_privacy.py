@@ -17,14 +17,17 @@ from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
 
-# Reports one loss, then replaces its output directory and its stdout with links to root's
-# files, and reports through them (as far as trainqd would follow).
+# Reports one loss, then replaces its output directory and its stdout file (the one its
+# monitor writes what it prints to) with links to root's files, and reports through them (as
+# far as trainqd would follow).
 TRAINER = """
 import json, os, sys
 base = os.environ["SAGEMAKER_BASE_DIR"]
 print("loss=0.5", flush=True)
 secret_dir, secret_log = sys.argv[1], sys.argv[2]
-stdout = os.readlink("/proc/self/fd/1")
+# Its stdout is a pipe to its monitor, which writes the file; where that lies is no secret.
+job, attempt = os.environ["TRAINQ_JOB_ID"], os.environ["TRAINQ_ATTEMPT"]
+stdout = os.path.join(sys.argv[3], job, "attempts", attempt, "stdout")
 os.rename(os.path.join(base, "output"), os.path.join(base, "output.old"))
 os.symlink(secret_dir, os.path.join(base, "output"))
 os.unlink(stdout)
@@ -45,14 +48,18 @@ def test_metrics_are_the_owners_and_links_reach_nothing(
         workstation,
         accounts.alice,
         {
-            "command": [sys.executable, "-c", TRAINER, str(secret_dir), str(secret_log)],
+            "command": [
+                *(sys.executable, "-c", TRAINER, str(secret_dir), str(secret_log)),
+                str(workstation.state_dir / "jobs"),
+            ],
             "metric_definitions": [{"name": "loss", "regex": r"loss=([0-9.]+)"}],
             "working_dir": str(shared_dir),
         },
     )
     job_id = job["id"]
-    assert workstation.wait_state(job_id)["state"] == "COMPLETED"
     stdout = workstation.state_dir / "jobs" / str(job_id) / "attempts" / "1" / "stdout"
+    ended = workstation.wait_state(job_id)["state"]
+    assert ended == "COMPLETED", (stdout.parent / "stderr").read_text(errors="replace")
     assert stdout.is_symlink()  # the attack took place
 
     refused = trainq_as(workstation, accounts.bob, "metrics", str(job_id))
