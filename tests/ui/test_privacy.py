@@ -48,6 +48,11 @@ def test_another_users_hidden_fields_stay_hidden_in_the_pages(
         page = bobs.open(browser, route)
         until(lambda: page.locator("#log").get_attribute("data-refused") == "403", "refusal")
         until(lambda: "completed" in page.locator("#states").inner_text(), "the states")
+        # Her metrics are hers too: a short line, not an error, and the page goes on.
+        refused = page.locator("#job-metrics[data-refused='403']")
+        until(lambda: refused.count() == 1, "the metrics refused")
+        assert refused.inner_text() == "Its metrics are not yours to see."
+        assert workstation.get(f"/v1/jobs/{job['id']}/metrics").status_code == 200
         shown = page.locator("#spec").inner_text()
         assert "env HF_TOKEN\n<hidden>" in shown
         assert "0.25" not in shown

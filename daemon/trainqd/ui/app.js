@@ -147,7 +147,7 @@ async function sampleGpus() {
 }
 
 // A chart of `series` ({label, values}) over the sample times; uPlot when it loaded.
-function chart(title, unit, series, times = samples.times, over = "the samples since this page opened") {
+function chart(title, unit, series, times = samples.times, over = "the samples since this page opened", x = "time") {
   const box = el("figure", { class: "chart", "data-chart": title });
   box.append(el("figcaption", { text: `${title} (${unit}), ${over}` }));
   if (typeof uPlot === "undefined" || times.length === 0) return box;
@@ -155,8 +155,9 @@ function chart(title, unit, series, times = samples.times, over = "the samples s
   const colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
   new uPlot({
     width, height: 200,
-    series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % colours.length], width: 2 }))],
-    axes: [{}, { label: unit }],
+    scales: { x: { time: x === "time" } },
+    series: [{ label: x }, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % colours.length], width: 2, spanGaps: true }))],
+    axes: [{ label: x === "time" ? null : x }, { label: unit }],
   }, [times.slice(), ...series.map((s) => s.values.slice())], box);
   box.dataset.series = JSON.stringify(series.map((s) => s.values.at(-1) ?? null));
   return box;
@@ -238,6 +239,36 @@ function attemptsTable(job) {
   return table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], rows, { id: "attempts" });
 }
 
+// The metrics its trainer reported (metric_definitions, metrics.jsonl): one chart per series,
+// one line per attempt over the steps; for those who may read its log, a short line for others.
+async function metricsSection(job, into) {
+  let got;
+  try {
+    got = await api(`/v1/jobs/${job.id}/metrics`);
+  } catch (error) {
+    into.dataset.refused = String(error.status ?? "");
+    into.replaceChildren(el("p", { class: "note", text: error.status === 403
+      ? "Its metrics are not yours to see." : `Its metrics: ${error.message}` }));
+    return;
+  }
+  const names = [...new Set(got.attempts.flatMap((a) => Object.keys(a.series)))].sort();
+  if (!names.length) { into.replaceChildren(el("p", { class: "note", text: "No metrics reported." })); return; }
+  into.replaceChildren(...names.map((name) => {
+    const attempts = got.attempts.filter((a) => a.series[name]);
+    const steps = [...new Set(attempts.flatMap((a) => a.series[name].points.map(([step]) => step)))].sort((a, b) => a - b);
+    const lines = attempts.map((a) => {
+      const at = new Map(a.series[name].points);
+      return { label: `attempt ${a.number}`, values: steps.map((step) => at.get(step) ?? null) };
+    });
+    const last = attempts.at(-1).series[name];
+    const over = `latest ${last.latest ? `${last.latest[1]} at step ${last.latest[0]}` : "–"}, best ${last.best ?? "–"} (${last.direction === "maximize" ? "max" : "min"})`;
+    const figure = chart(`Metric ${name}`, name, lines, steps, over, "step");
+    figure.dataset.metric = name;
+    figure.dataset.points = JSON.stringify(attempts.map((a) => [a.number, a.series[name].points]));
+    return figure;
+  }));
+}
+
 async function jobPage(id) {
   let job = await api(`/v1/jobs/${id}`);
   const states = el("ol", { id: "states" });
@@ -258,15 +289,23 @@ async function jobPage(id) {
       chart("This job's GPU utilization", "%", [{ label, values: values("utilization_percent") }], times, over),
       chart("This job's GPU memory used", "MiB", [{ label, values: values("memory_used_mib") }], times, over));
   };
+  const metrics = el("div", { id: "job-metrics" });
+  const drawMetrics = () => metricsSection(job, metrics);
   drawCharts();
+  drawMetrics();
   show(`Job ${job.id}: ${job.name}`,
     summary,
     el("h2", { text: "What it runs" }), specList(job.spec),
     el("h2", { text: "States" }), states,
     attempts,
     charts,
+    el("h2", { text: "Metrics" }), metrics,
     el("h2", { text: "Log" }), log);
-  redrawJobCharts = drawCharts;
+  // A live job's charts follow the GPU samples' pace; its metrics too, while it reports.
+  redrawJobCharts = () => {
+    drawCharts();
+    if (job.state === "RUNNING" || job.state === "STOPPING") drawMetrics();
+  };
   jobStream?.abort();
   jobStream = new AbortController();
   const signal = jobStream.signal;
@@ -280,6 +319,7 @@ async function jobPage(id) {
       job = await api(`/v1/jobs/${id}`).catch(() => job);
       summary.replaceChildren(jobSummary(job));
       attempts.replaceChildren(attemptsTable(job));
+      drawMetrics();  // an ended attempt's last reports
     }, 1000);
   };
   follow(`/v1/events?job=${id}&since=0`, (event) => {
