@@ -208,9 +208,81 @@ async function queuePage() {
     num(job.place),
     cell(job.pending_reason ?? (job.started_at ? `since ${when(job.started_at)}` : null))));
   const more = list.next ? el("p", { class: "note", text: `The first ${jobs.length} of ${list.total} jobs.` }) : null;
+  const [every, gpus] = await Promise.all([everyJob(), samples.last ?? api("/v1/gpus")]);
   show("The queue",
     table(`${jobs.length} running and waiting jobs`, ["Job", "Name", "User", "State", "GPUs", "Place", "Why / since"], rows, { id: "queue" }),
-    more);
+    more,
+    timeline(every, gpus.gpus.length));
+}
+
+// --- the queue's timeline: which job held which GPU when -------------------------------------
+
+const TIMELINE_HOURS = 6;
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
+// Every job the caller may list, page by page (the list is by id; ids only grow).
+async function everyJob() {
+  const jobs = [];
+  for (let after = 0; ;) {
+    const page = await api(`/v1/jobs?all=true&limit=1000&after=${after}`);
+    jobs.push(...page.jobs);
+    if (!page.next) return jobs;
+    after = page.next;
+  }
+}
+
+// One row per GPU, one bar per attempt on each GPU it held, over the last TIMELINE_HOURS.
+function timeline(jobs, gpuCount, now = Date.now()) {
+  const from = now - TIMELINE_HOURS * 3600e3;
+  const rowHeight = 28, left = 60, width = 1000, top = 20;
+  const x = (t) => left + ((Math.max(t, from) - from) / (now - from)) * (width - left);
+  const rows = Array.from({ length: gpuCount }, (_, gpu) => svg("g", { "data-gpu": gpu },
+    svg("text", { x: 4, y: top + gpu * rowHeight + 18, class: "tl-gpu" }, `GPU ${gpu}`),
+    svg("line", { x1: left, x2: width, y1: top + (gpu + 1) * rowHeight, y2: top + (gpu + 1) * rowHeight, class: "tl-rule" })));
+  const hours = Array.from({ length: TIMELINE_HOURS + 1 }, (_, h) => {
+    const t = from + h * 3600e3;
+    return svg("text", { x: x(t), y: 12, class: "tl-hour", "text-anchor": "middle" },
+      new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+  });
+  let bars = 0;
+  for (const job of jobs) {
+    for (const a of job.attempts ?? []) {
+      if (!a.started_at || !a.gpus.length) continue;
+      const start = Date.parse(a.started_at);
+      const end = a.ended_at ? Date.parse(a.ended_at) : now;
+      if (end < from) continue;
+      // The bar's state: running, the job's end for its last attempt, "ended" for one retried.
+      const state = !a.ended_at ? "RUNNING" : a.number === job.attempts.length ? job.state : "ENDED";
+      const exit = a.exit_code ?? a.signal_name;
+      const outcome = a.ended_at ? `${a.outcome ?? "ended"}${exit === null || exit === undefined ? "" : ` ${exit}`}` : "running";
+      const words = `job ${job.id} (${job.owner.user}${job.name ? `, ${job.name}` : ""}) ${state.toLowerCase()}, attempt ${a.number}: ${outcome}, ${when(a.started_at)} to ${a.ended_at ? when(a.ended_at) : "now"}`;
+      for (const gpu of a.gpus) {
+        if (!rows[gpu]) continue;
+        const x0 = x(start), w = Math.max(2, x(end) - x0), y = top + gpu * rowHeight + 4;
+        rows[gpu].append(svg("g", {
+          class: `tl-bar state-${state}`, role: "img", "aria-label": words, "data-state": state,
+          "data-job": job.id, "data-attempt": a.number, "data-start": a.started_at, "data-end": a.ended_at ?? "",
+        },
+        svg("title", {}, words),
+        svg("rect", { x: x0, y, width: w, height: rowHeight - 8, rx: 3 }),
+        w > 30 ? svg("text", { x: x0 + 4, y: y + 15 }, `#${job.id}`) : ""));
+        bars += 1;
+      }
+    }
+  }
+  const picture = svg("svg", {
+    id: "timeline", viewBox: `0 0 ${width} ${top + gpuCount * rowHeight + 4}`, role: "group",
+    "aria-label": `Which job held which GPU over the last ${TIMELINE_HOURS} hours: ${bars} bars`,
+  }, ...hours, ...rows);
+  return el("figure", { class: "timeline" },
+    el("figcaption", { text: `Which job held which GPU, the last ${TIMELINE_HOURS} hours` }), picture);
 }
 
 let jobStream = null;
