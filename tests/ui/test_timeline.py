@@ -79,3 +79,9 @@ def test_the_timeline_shows_which_job_held_which_gpu_and_follows_the_queue(
         "the stopped job's bar ends",
     )
     assert page.script_errors == []  # type: ignore[attr-defined]
+
+    # At a phone's width the timeline scrolls in its own box; the page does not widen.
+    phone = ui.open(browser, "#/queue", width=375)
+    until(lambda: len(bars(phone)) == len(bars(page)), "the timeline on a phone")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 375
+    screenshot(phone, "queue-timeline-phone")
