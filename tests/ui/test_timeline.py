@@ -61,6 +61,9 @@ def test_the_timeline_shows_which_job_held_which_gpu_and_follows_the_queue(
         in drawn[next(k for k in drawn if k[1] == failed["id"])]["label"]
     )
     assert all(key[1] != waiting["id"] for key in drawn)
+    # Every attempt began moments ago: the shortest span, not six hours of empty rows.
+    caption = page.locator("figure.timeline figcaption").inner_text()
+    assert caption == "Which job held which GPU, the last 10 minutes"
     screenshot(page, "queue-timeline")
 
     # The running job stops: its bar ends, and the waiting one's bars start, without a reload.

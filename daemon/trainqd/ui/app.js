@@ -240,17 +240,27 @@ async function everyJob() {
 
 // One row per GPU, one bar per attempt on each GPU it held, over the last TIMELINE_HOURS.
 function timeline(jobs, gpuCount, now = Date.now()) {
-  const from = now - TIMELINE_HOURS * 3600e3;
-  const rowHeight = 28, left = 60, width = 1000, top = 20;
-  const x = (t) => left + ((Math.max(t, from) - from) / (now - from)) * (width - left);
+  // The last TIMELINE_HOURS, or since the first attempt that held a GPU in them when that is
+  // later (a young box's bars would be slivers at the right edge), ten minutes at least.
+  const starts = jobs.flatMap((job) => (job.attempts ?? []).filter((a) => a.started_at && a.gpus.length
+    && (!a.ended_at || Date.parse(a.ended_at) > now - TIMELINE_HOURS * 3600e3)).map((a) => Date.parse(a.started_at)));
+  const first = starts.length ? Math.min(...starts) : now;
+  const span = Math.min(TIMELINE_HOURS * 3600e3, Math.max(10 * 60e3, (now - first) * 1.05));
+  const from = now - span;
+  const rowHeight = 28, left = 60, right = 990, width = 1000, top = 20;
+  const x = (t) => left + ((Math.max(t, from) - from) / span) * (right - left);
   const rows = Array.from({ length: gpuCount }, (_, gpu) => svg("g", { "data-gpu": gpu },
     svg("text", { x: 4, y: top + gpu * rowHeight + 18, class: "tl-gpu" }, `GPU ${gpu}`),
-    svg("line", { x1: left, x2: width, y1: top + (gpu + 1) * rowHeight, y2: top + (gpu + 1) * rowHeight, class: "tl-rule" })));
-  const hours = Array.from({ length: TIMELINE_HOURS + 1 }, (_, h) => {
-    const t = from + h * 3600e3;
-    return svg("text", { x: x(t), y: 12, class: "tl-hour", "text-anchor": "middle" },
+    svg("line", { x1: left, x2: right, y1: top + (gpu + 1) * rowHeight, y2: top + (gpu + 1) * rowHeight, class: "tl-rule" })));
+  const ticks = 6;
+  const hours = Array.from({ length: ticks + 1 }, (_, i) => {
+    const t = from + (i * span) / ticks;
+    const anchor = i === 0 ? "start" : i === ticks ? "end" : "middle";
+    return svg("text", { x: x(t), y: 12, class: "tl-hour", "text-anchor": anchor },
       new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
   });
+  const minutes = Math.round(span / 60e3);
+  const over = minutes >= 120 ? `${Math.round(minutes / 60)} hours` : `${minutes} minutes`;
   let bars = 0;
   for (const job of jobs) {
     for (const a of job.attempts ?? []) {
@@ -279,10 +289,10 @@ function timeline(jobs, gpuCount, now = Date.now()) {
   }
   const picture = svg("svg", {
     id: "timeline", viewBox: `0 0 ${width} ${top + gpuCount * rowHeight + 4}`, role: "group",
-    "aria-label": `Which job held which GPU over the last ${TIMELINE_HOURS} hours: ${bars} bars`,
+    "aria-label": `Which job held which GPU over the last ${over}: ${bars} bars`,
   }, ...hours, ...rows);
   return el("figure", { class: "timeline" },
-    el("figcaption", { text: `Which job held which GPU, the last ${TIMELINE_HOURS} hours` }), picture);
+    el("figcaption", { text: `Which job held which GPU, the last ${over}` }), picture);
 }
 
 let jobStream = null;
