@@ -81,6 +81,8 @@ def test_the_timeline_shows_which_job_held_which_gpu_and_follows_the_queue(
         ),
         "the stopped job's bar ends",
     )
+    # Redrawn, the ended jobs' bars stay: they ended within the timeline's hours.
+    assert {key for key in expected if key[1] in (both["id"], failed["id"])} <= bars(page).keys()
     assert page.script_errors == []  # type: ignore[attr-defined]
 
     # At a phone's width the timeline scrolls in its own box; the page does not widen.

@@ -208,7 +208,7 @@ async function queuePage() {
     num(job.place),
     cell(job.pending_reason ?? (job.started_at ? `since ${when(job.started_at)}` : null))));
   const more = list.next ? el("p", { class: "note", text: `The first ${jobs.length} of ${list.total} jobs.` }) : null;
-  const [every, gpus] = await Promise.all([everyJob(), samples.last ?? api("/v1/gpus")]);
+  const [every, gpus] = await Promise.all([timelineJobs(), samples.last ?? api("/v1/gpus")]);
   show("The queue",
     table(`${jobs.length} running and waiting jobs`, ["Job", "Name", "User", "State", "GPUs", "Place", "Why / since"], rows, { id: "queue" }),
     more,
@@ -227,15 +227,26 @@ function svg(tag, attrs = {}, ...children) {
   return node;
 }
 
-// Every job the caller may list, page by page (the list is by id; ids only grow).
-async function everyJob() {
+// Every job the caller may list that the timeline may need, page by page (the list is by
+// id). Ended jobs never change, so those below the first one that may still matter (not
+// ended, or ended in the last TIMELINE_HOURS) are not asked for again at the next redraw.
+const ENDED = new Set(["COMPLETED", "FAILED", "STOPPED"]);
+let timelineAfter = 0;
+
+async function timelineJobs() {
   const jobs = [];
-  for (let after = 0; ;) {
+  for (let after = timelineAfter; ;) {
     const page = await api(`/v1/jobs?all=true&limit=1000&after=${after}`);
     jobs.push(...page.jobs);
-    if (!page.next) return jobs;
+    if (!page.next) break;
     after = page.next;
   }
+  const before = Date.now() - TIMELINE_HOURS * 3600e3;
+  const done = (job) => ENDED.has(job.state) && job.attempts.every((a) => a.ended_at && Date.parse(a.ended_at) < before);
+  const stillNeeded = jobs.findIndex((job) => !done(job));
+  const passed = stillNeeded === -1 ? jobs.length : stillNeeded;
+  if (passed > 0) timelineAfter = jobs[passed - 1].id;
+  return jobs.slice(passed);
 }
 
 // One row per GPU, one bar per attempt on each GPU it held, over the last TIMELINE_HOURS.
