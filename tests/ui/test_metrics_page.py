@@ -84,3 +84,40 @@ def test_a_job_without_metrics_says_so(box: Daemon, ui: Forwarder, browser: Brow
     page = ui.open(browser, f"#/job/{job['id']}")
     until(lambda: page.locator("#job-metrics").inner_text() == "No metrics reported.", "the note")
     assert page.script_errors == []  # type: ignore[attr-defined]
+
+
+# Attempt 1 reports steps 1-3 and exits 75 (retried); attempt 2 reports steps 2-4 and ends.
+RETRIED = """
+import os, sys
+attempt = int(os.environ["TRAINQ_ATTEMPT"])
+for step in range(attempt, attempt + 3):
+    print(f"epoch {step} loss={attempt + step / 10:.1f}", flush=True)
+sys.exit(75 if attempt == 1 else 0)
+"""
+
+
+def test_each_attempt_is_a_line_of_its_own_over_the_steps(
+    box: Daemon, ui: Forwarder, browser: Browser
+) -> None:
+    job = box.submit(
+        {
+            "command": [sys.executable, "-c", RETRIED],
+            "metric_definitions": DEFINITIONS[:1],
+            "retry_exit_codes": [75],
+            "retry_backoff_seconds": 0,
+        }
+    )
+    assert box.wait_state(job["id"])["state"] == "COMPLETED"
+    attempts = box.get(f"/v1/jobs/{job['id']}/metrics").json()["attempts"]
+    assert [a["number"] for a in attempts] == [1, 2]
+    page = ui.open(browser, f"#/job/{job['id']}")
+    until(lambda: drawn(page, "loss") is not None, "the loss chart")
+    assert drawn(page, "loss") == [[a["number"], a["series"]["loss"]["points"]] for a in attempts]
+    # uPlot draws both lines in one chart, its legend naming each.
+    legend = "#job-metrics figure[data-metric='loss'] .u-legend .u-series th"
+    lines = [text.strip() for text in page.locator(legend).all_inner_texts()]
+    assert lines == ["step", "attempt 1", "attempt 2"]
+    caption = page.locator("#job-metrics figure[data-metric='loss'] figcaption").inner_text()
+    assert "latest 2.4 at step 4" in caption  # the last attempt's
+    assert page.script_errors == []  # type: ignore[attr-defined]
+    screenshot(page, "job-metrics-retried")

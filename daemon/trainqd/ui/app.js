@@ -334,11 +334,17 @@ function attemptsTable(job) {
 
 // The metrics its trainer reported (metric_definitions, metrics.jsonl): one chart per series,
 // one line per attempt over the steps; for those who may read its log, a short line for others.
+const metricsAsked = new WeakMap(); // the newest question per section: older answers are dropped
+
 async function metricsSection(job, into) {
+  const asked = (metricsAsked.get(into) ?? 0) + 1;
+  metricsAsked.set(into, asked);
   let got;
   try {
     got = await api(`/v1/jobs/${job.id}/metrics`);
+    if (metricsAsked.get(into) !== asked) return;
   } catch (error) {
+    if (metricsAsked.get(into) !== asked) return;
     into.dataset.refused = String(error.status ?? "");
     into.replaceChildren(el("p", { class: "note", text: error.status === 403
       ? "Its metrics are not yours to see." : `Its metrics: ${error.message}` }));
