@@ -18,7 +18,8 @@ def bars(page: Page) -> dict[tuple[int, int, int], dict[str, str]]:
         """() => [...document.querySelectorAll("#timeline g[data-gpu] g.tl-bar")].map((bar) => ({
             gpu: bar.parentNode.dataset.gpu, job: bar.dataset.job, attempt: bar.dataset.attempt,
             start: bar.dataset.start, end: bar.dataset.end, state: bar.dataset.state,
-            label: bar.getAttribute("aria-label"), title: bar.querySelector("title").textContent,
+            label: bar.querySelector("a").getAttribute("aria-label"),
+            title: bar.querySelector("title").textContent,
             text: bar.querySelector("text")?.textContent ?? null }))"""
     )
     return {(int(b["gpu"]), int(b["job"]), int(b["attempt"])): b for b in found}
@@ -65,6 +66,17 @@ def test_the_timeline_shows_which_job_held_which_gpu_and_follows_the_queue(
     caption = page.locator("figure.timeline figcaption").inner_text()
     assert caption == "Which job held which GPU, the last 10 minutes"
     screenshot(page, "queue-timeline")
+
+    # By keyboard: Tab reaches a bar, Enter opens its job's page.
+    page.focus("#queue tbody tr:last-child a")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.closest('#timeline g.tl-bar') !== null")
+    page.focus(f"#timeline g[data-job='{failed['id']}'] a")
+    page.keyboard.press("Enter")
+    until(lambda: page.locator("#attempts").count() == 1, "the failed job's page")
+    assert page.locator("h1").inner_text().startswith(f"Job {failed['id']}:")
+    page.go_back()
+    until(lambda: len(bars(page)) == len(expected), "the timeline again")
 
     # The running job stops: its bar ends, and the waiting one's bars start, without a reload.
     box.post(f"/v1/jobs/{running['id']}/stop", json={"grace_seconds": 1})

@@ -287,13 +287,14 @@ function timeline(jobs, gpuCount, now = Date.now()) {
       for (const gpu of a.gpus) {
         if (!rows[gpu]) continue;
         const x0 = x(start), w = Math.max(2, x(end) - x0), y = top + gpu * rowHeight + 4;
+        // Each bar links to its job's page: reached by Tab, its words read from its label.
         rows[gpu].append(svg("g", {
-          class: `tl-bar state-${state}`, role: "img", "aria-label": words, "data-state": state,
+          class: `tl-bar state-${state}`, "data-state": state,
           "data-job": job.id, "data-attempt": a.number, "data-start": a.started_at, "data-end": a.ended_at ?? "",
-        },
-        svg("title", {}, words),
-        svg("rect", { x: x0, y, width: w, height: rowHeight - 8, rx: 3 }),
-        w > 30 ? svg("text", { x: x0 + 4, y: y + 15 }, `#${job.id}`) : ""));
+        }, svg("a", { href: `#/job/${job.id}`, "aria-label": words },
+          svg("title", {}, words),
+          svg("rect", { x: x0, y, width: w, height: rowHeight - 8, rx: 3 }),
+          w > 30 ? svg("text", { x: x0 + 4, y: y + 15 }, `#${job.id}`) : "")));
         bars += 1;
       }
     }
