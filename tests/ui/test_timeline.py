@@ -3,6 +3,8 @@ attempt, drawn from the jobs' attempts as `GET /v1/jobs?all=true` gives them."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from playwright.sync_api import Browser, Page
 
@@ -102,3 +104,23 @@ def test_the_timeline_shows_which_job_held_which_gpu_and_follows_the_queue(
     until(lambda: len(bars(phone)) == len(bars(page)), "the timeline on a phone")
     assert phone.evaluate("document.documentElement.scrollWidth") <= 375
     screenshot(phone, "queue-timeline-phone")
+
+
+def test_the_timeline_reads_every_page_of_the_job_list(
+    box: Daemon, ui: Forwarder, browser: Browser
+) -> None:
+    holder = box.submit({"command": ["sleep", "600"], "gpus": 1})
+    box.wait_state(holder["id"], "RUNNING")
+    # A page of jobs that wait for both GPUs and hold none, sent together (one commit each batch).
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: box.submit({"command": ["true"], "gpus": 2}), range(1000)))
+    late = box.submit({"command": ["true"], "gpus": 1, "priority": 100})
+    assert late["id"] > 1001  # on the list's second page
+    box.wait_state(late["id"], "COMPLETED")
+    listed = box.get("/v1/jobs", params={"all": "true", "limit": 1000}).json()
+    assert listed["next"] is not None
+    assert late["id"] not in [j["id"] for j in listed["jobs"]]
+
+    page = ui.open(browser, "#/queue")
+    until(lambda: {key[1] for key in bars(page)} == {holder["id"], late["id"]}, "both bars")
+    assert page.script_errors == []  # type: ignore[attr-defined]
