@@ -48,6 +48,11 @@ def test_another_users_hidden_fields_stay_hidden_in_the_pages(
         page = bobs.open(browser, route)
         until(lambda: page.locator("#log").get_attribute("data-refused") == "403", "refusal")
         until(lambda: "completed" in page.locator("#states").inner_text(), "the states")
+        # Her metrics are hers too: a short line, not an error, and the page goes on.
+        refused = page.locator("#job-metrics[data-refused='403']")
+        until(lambda: refused.count() == 1, "the metrics refused")
+        assert refused.inner_text() == "Its metrics are not yours to see."
+        assert workstation.get(f"/v1/jobs/{job['id']}/metrics").status_code == 200
         shown = page.locator("#spec").inner_text()
         assert "env HF_TOKEN\n<hidden>" in shown
         assert "0.25" not in shown
@@ -71,3 +76,25 @@ def test_another_user_cannot_use_a_users_forwarder(workstation: Daemon, accounts
             knock = accounts.bob.run([SYSTEM_PYTHON, "-I", "-c", _KNOCK, alices.origin + path])
             assert knock.stdout.strip() == "403", (path, knock.stderr)
         assert workstation.get("/v1/health").status_code == 200
+
+
+def test_the_timeline_shows_another_users_job_as_the_api_shows_it_to_the_reader(
+    workstation: Daemon, accounts: Accounts, browser: Browser
+) -> None:
+    secret = f"hf_{uuid.uuid4().hex}"
+    spec = {"command": ["sh", "-c", f"echo {secret}"], "gpus": 1, "name": "alices-run"}
+    job = submit_as(workstation, accounts.alice, spec)
+    workstation.wait_state(job["id"], "COMPLETED")
+    [attempt] = workstation.job(job["id"])["attempts"]
+
+    with forwarder(workstation, as_user(accounts.bob, workstation)) as bobs:
+        page = bobs.open(browser, "#/queue")
+        [gpu] = attempt["gpus"]
+        link = page.locator(f"#timeline g[data-gpu='{gpu}'] g[data-job='{job['id']}'] a")
+        until(lambda: link.count() == 1, "her bar on his timeline")
+        label = link.get_attribute("aria-label") or ""
+        who = accounts.alice.name
+        assert label.startswith(f"job {job['id']} ({who}, alices-run) completed, attempt 1:")
+        assert secret not in page.content()  # her command stays hers
+        screenshot(page, "queue-timeline-seen-by-another-user")
+    assert workstation.get("/v1/health").status_code == 200

@@ -147,7 +147,7 @@ async function sampleGpus() {
 }
 
 // A chart of `series` ({label, values}) over the sample times; uPlot when it loaded.
-function chart(title, unit, series, times = samples.times, over = "the samples since this page opened") {
+function chart(title, unit, series, times = samples.times, over = "the samples since this page opened", x = "time") {
   const box = el("figure", { class: "chart", "data-chart": title });
   box.append(el("figcaption", { text: `${title} (${unit}), ${over}` }));
   if (typeof uPlot === "undefined" || times.length === 0) return box;
@@ -155,8 +155,9 @@ function chart(title, unit, series, times = samples.times, over = "the samples s
   const colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
   new uPlot({
     width, height: 200,
-    series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % colours.length], width: 2 }))],
-    axes: [{}, { label: unit }],
+    scales: { x: { time: x === "time" } },
+    series: [{ label: x }, ...series.map((s, i) => ({ label: s.label, stroke: colours[i % colours.length], width: 2, spanGaps: true }))],
+    axes: [{ label: x === "time" ? null : x }, { label: unit }],
   }, [times.slice(), ...series.map((s) => s.values.slice())], box);
   box.dataset.series = JSON.stringify(series.map((s) => s.values.at(-1) ?? null));
   return box;
@@ -207,9 +208,103 @@ async function queuePage() {
     num(job.place),
     cell(job.pending_reason ?? (job.started_at ? `since ${when(job.started_at)}` : null))));
   const more = list.next ? el("p", { class: "note", text: `The first ${jobs.length} of ${list.total} jobs.` }) : null;
+  const [every, gpus] = await Promise.all([timelineJobs(), samples.last ?? api("/v1/gpus")]);
   show("The queue",
     table(`${jobs.length} running and waiting jobs`, ["Job", "Name", "User", "State", "GPUs", "Place", "Why / since"], rows, { id: "queue" }),
-    more);
+    more,
+    timeline(every, gpus.gpus.length));
+}
+
+// --- the queue's timeline: which job held which GPU when -------------------------------------
+
+const TIMELINE_HOURS = 6;
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
+// Every job the caller may list that the timeline may need, page by page (the list is by
+// id). Ended jobs never change, so those below the first one that may still matter (not
+// ended, or ended in the last TIMELINE_HOURS) are not asked for again at the next redraw.
+const ENDED = new Set(["COMPLETED", "FAILED", "STOPPED"]);
+let timelineAfter = 0;
+
+async function timelineJobs() {
+  const jobs = [];
+  for (let after = timelineAfter; ;) {
+    const page = await api(`/v1/jobs?all=true&limit=1000&after=${after}`);
+    jobs.push(...page.jobs);
+    if (!page.next) break;
+    after = page.next;
+  }
+  const before = Date.now() - TIMELINE_HOURS * 3600e3;
+  const done = (job) => ENDED.has(job.state) && job.attempts.every((a) => a.ended_at && Date.parse(a.ended_at) < before);
+  const stillNeeded = jobs.findIndex((job) => !done(job));
+  const passed = stillNeeded === -1 ? jobs.length : stillNeeded;
+  if (passed > 0) timelineAfter = jobs[passed - 1].id;
+  return jobs.slice(passed);
+}
+
+// One row per GPU, one bar per attempt on each GPU it held, over the last TIMELINE_HOURS.
+function timeline(jobs, gpuCount, now = Date.now()) {
+  // The last TIMELINE_HOURS, or since the first attempt that held a GPU in them when that is
+  // later (a young box's bars would be slivers at the right edge), ten minutes at least.
+  const starts = jobs.flatMap((job) => (job.attempts ?? []).filter((a) => a.started_at && a.gpus.length
+    && (!a.ended_at || Date.parse(a.ended_at) > now - TIMELINE_HOURS * 3600e3)).map((a) => Date.parse(a.started_at)));
+  const first = starts.length ? Math.min(...starts) : now;
+  const span = Math.min(TIMELINE_HOURS * 3600e3, Math.max(10 * 60e3, (now - first) * 1.05));
+  const from = now - span;
+  const rowHeight = 28, left = 60, right = 990, width = 1000, top = 20;
+  const x = (t) => left + ((Math.max(t, from) - from) / span) * (right - left);
+  const rows = Array.from({ length: gpuCount }, (_, gpu) => svg("g", { "data-gpu": gpu },
+    svg("text", { x: 4, y: top + gpu * rowHeight + 18, class: "tl-gpu" }, `GPU ${gpu}`),
+    svg("line", { x1: left, x2: right, y1: top + (gpu + 1) * rowHeight, y2: top + (gpu + 1) * rowHeight, class: "tl-rule" })));
+  const ticks = 6;
+  const hours = Array.from({ length: ticks + 1 }, (_, i) => {
+    const t = from + (i * span) / ticks;
+    const anchor = i === 0 ? "start" : i === ticks ? "end" : "middle";
+    return svg("text", { x: x(t), y: 12, class: "tl-hour", "text-anchor": anchor },
+      new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+  });
+  const minutes = Math.round(span / 60e3);
+  const over = minutes >= 120 ? `${Math.round(minutes / 60)} hours` : `${minutes} minutes`;
+  let bars = 0;
+  for (const job of jobs) {
+    for (const a of job.attempts ?? []) {
+      if (!a.started_at || !a.gpus.length) continue;
+      const start = Date.parse(a.started_at);
+      const end = a.ended_at ? Date.parse(a.ended_at) : now;
+      if (end < from) continue;
+      // The bar's state: running, the job's end for its last attempt, "ended" for one retried.
+      const state = !a.ended_at ? "RUNNING" : a.number === job.attempts.length ? job.state : "ENDED";
+      const exit = a.exit_code ?? a.signal_name;
+      const outcome = a.ended_at ? `${a.outcome ?? "ended"}${exit === null || exit === undefined ? "" : ` ${exit}`}` : "running";
+      const words = `job ${job.id} (${job.owner.user}${job.name ? `, ${job.name}` : ""}) ${state.toLowerCase()}, attempt ${a.number}: ${outcome}, ${when(a.started_at)} to ${a.ended_at ? when(a.ended_at) : "now"}`;
+      for (const gpu of a.gpus) {
+        if (!rows[gpu]) continue;
+        const x0 = x(start), w = Math.max(2, x(end) - x0), y = top + gpu * rowHeight + 4;
+        // Each bar links to its job's page: reached by Tab, its words read from its label.
+        rows[gpu].append(svg("g", {
+          class: `tl-bar state-${state}`, "data-state": state,
+          "data-job": job.id, "data-attempt": a.number, "data-start": a.started_at, "data-end": a.ended_at ?? "",
+        }, svg("a", { href: `#/job/${job.id}`, "aria-label": words },
+          svg("title", {}, words),
+          svg("rect", { x: x0, y, width: w, height: rowHeight - 8, rx: 3 }),
+          w > 30 ? svg("text", { x: x0 + 4, y: y + 15 }, `#${job.id}`) : "")));
+        bars += 1;
+      }
+    }
+  }
+  const picture = svg("svg", {
+    id: "timeline", viewBox: `0 0 ${width} ${top + gpuCount * rowHeight + 4}`, role: "group",
+    "aria-label": `Which job held which GPU over the last ${over}: ${bars} bars`,
+  }, ...hours, ...rows);
+  return el("figure", { class: "timeline" },
+    el("figcaption", { text: `Which job held which GPU, the last ${over}` }), picture);
 }
 
 let jobStream = null;
@@ -238,6 +333,42 @@ function attemptsTable(job) {
   return table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], rows, { id: "attempts" });
 }
 
+// The metrics its trainer reported (metric_definitions, metrics.jsonl): one chart per series,
+// one line per attempt over the steps; for those who may read its log, a short line for others.
+const metricsAsked = new WeakMap(); // the newest question per section: older answers are dropped
+
+async function metricsSection(job, into) {
+  const asked = (metricsAsked.get(into) ?? 0) + 1;
+  metricsAsked.set(into, asked);
+  let got;
+  try {
+    got = await api(`/v1/jobs/${job.id}/metrics`);
+    if (metricsAsked.get(into) !== asked) return;
+  } catch (error) {
+    if (metricsAsked.get(into) !== asked) return;
+    into.dataset.refused = String(error.status ?? "");
+    into.replaceChildren(el("p", { class: "note", text: error.status === 403
+      ? "Its metrics are not yours to see." : `Its metrics: ${error.message}` }));
+    return;
+  }
+  const names = [...new Set(got.attempts.flatMap((a) => Object.keys(a.series)))].sort();
+  if (!names.length) { into.replaceChildren(el("p", { class: "note", text: "No metrics reported." })); return; }
+  into.replaceChildren(...names.map((name) => {
+    const attempts = got.attempts.filter((a) => a.series[name]);
+    const steps = [...new Set(attempts.flatMap((a) => a.series[name].points.map(([step]) => step)))].sort((a, b) => a - b);
+    const lines = attempts.map((a) => {
+      const at = new Map(a.series[name].points);
+      return { label: `attempt ${a.number}`, values: steps.map((step) => at.get(step) ?? null) };
+    });
+    const last = attempts.at(-1).series[name];
+    const over = `latest ${last.latest ? `${last.latest[1]} at step ${last.latest[0]}` : "–"}, best ${last.best ?? "–"} (${last.direction === "maximize" ? "max" : "min"})`;
+    const figure = chart(`Metric ${name}`, name, lines, steps, over, "step");
+    figure.dataset.metric = name;
+    figure.dataset.points = JSON.stringify(attempts.map((a) => [a.number, a.series[name].points]));
+    return figure;
+  }));
+}
+
 async function jobPage(id) {
   let job = await api(`/v1/jobs/${id}`);
   const states = el("ol", { id: "states" });
@@ -258,15 +389,23 @@ async function jobPage(id) {
       chart("This job's GPU utilization", "%", [{ label, values: values("utilization_percent") }], times, over),
       chart("This job's GPU memory used", "MiB", [{ label, values: values("memory_used_mib") }], times, over));
   };
+  const metrics = el("div", { id: "job-metrics" });
+  const drawMetrics = () => metricsSection(job, metrics);
   drawCharts();
+  drawMetrics();
   show(`Job ${job.id}: ${job.name}`,
     summary,
     el("h2", { text: "What it runs" }), specList(job.spec),
     el("h2", { text: "States" }), states,
     attempts,
     charts,
+    el("h2", { text: "Metrics" }), metrics,
     el("h2", { text: "Log" }), log);
-  redrawJobCharts = drawCharts;
+  // A live job's charts follow the GPU samples' pace; its metrics too, while it reports.
+  redrawJobCharts = () => {
+    drawCharts();
+    if (job.state === "RUNNING" || job.state === "STOPPING") drawMetrics();
+  };
   jobStream?.abort();
   jobStream = new AbortController();
   const signal = jobStream.signal;
@@ -280,6 +419,7 @@ async function jobPage(id) {
       job = await api(`/v1/jobs/${id}`).catch(() => job);
       summary.replaceChildren(jobSummary(job));
       attempts.replaceChildren(attemptsTable(job));
+      drawMetrics();  // an ended attempt's last reports
     }, 1000);
   };
   follow(`/v1/events?job=${id}&since=0`, (event) => {
