@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,15 +28,8 @@ from playwright.sync_api import Browser, sync_playwright
 
 from common import Summary, load, machine, ratio, running_daemon, trainq_argv
 
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.ui.support import CHROMIUM, CHROMIUM_ARGS
 
 _MEASURE = """() => {
   const paint = performance.getEntriesByName("first-contentful-paint")[0];
@@ -83,7 +77,7 @@ def main() -> None:
             url = forwarder.stdout.readline().split(": ", 1)[1].strip()
             base, token = url.split("#")  # http://127.0.0.1:P/ui/, token=...
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 pages = {
                     "static file (baseline)": (
                         f"{base}uplot.LICENSE",
