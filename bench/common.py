@@ -320,7 +320,7 @@ def hold_the_gpu(client: Client) -> int:
     queue: what is measured then is the submission, not a start."""
     # Without TRAINQ_JOB_ID in its environment: another trainqd on this machine (a test's)
     # that cleans up a lost attempt kills every process carrying the same job id and
-    # attempt, whichever daemon started it (trainqd.leftovers), and this job lives long.
+    # attempt, whichever daemon started it (trainqd.attempts.leftovers), and this job lives long.
     sleep = ["/usr/bin/env", "-u", "TRAINQ_JOB_ID", "/bin/sleep", "100000"]
     job = client.submit({"name": "holder", "gpus": 1, "command": sleep})
 

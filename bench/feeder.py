@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from trainqd.monitor.children import start_feeder
-from trainqd.monitor.feeder import run_feeder
+from trainqd.monitor.feed.feeder import run_feeder
 from trainqd.monitor.records import Credentials, Launch, PipeChannel
 
 MIB = 1 << 20

@@ -1,6 +1,6 @@
 """Undo the state database's migrations, to test that an older database is brought forward.
 
-Each entry undoes what `trainqd.schema.MIGRATIONS[n]` did; a new migration gets its undo here
+Each entry undoes what `trainqd.store.schema.MIGRATIONS[n]` did; a new migration gets its undo here
 (test_schema_history checks that none is missing)."""
 
 from __future__ import annotations

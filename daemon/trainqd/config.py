@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainq.core.paths import SYSTEM_CONFIG, default_daemon_socket, default_state_dir
 from trainq.core.spec import describe_validation_error
-from trainqd.classes import JobClass
-from trainqd.classes import check_name as check_class_name
-from trainqd.plan_types import DEFAULT_CLASS
+from trainqd.planning.classes import JobClass
+from trainqd.planning.classes import check_name as check_class_name
+from trainqd.planning.records import DEFAULT_CLASS
 
 GPU_SPEC_RE = re.compile(r"^(auto|nvml|none|fake:[1-9][0-9]*|fake:/.+)$")
 # Linux's capabilities (capabilities(7)), the names `--cap-add` takes with or without CAP_.
@@ -83,7 +83,7 @@ class Config(BaseModel):
     # trainqd's memory and weighed on every scheduling pass, so one user's million queued jobs
     # would slow every request of everyone's. 0 = no limit.
     max_unfinished_jobs_per_user: Annotated[int, Field(ge=0)] = 50_000
-    # -- budgets, not just counts (daemon/trainqd/budgets.py, docs/security.md) --
+    # -- budgets, not just counts (daemon/trainqd/access/budgets.py, docs/security.md) --
     # Channels one job may name: each is a bind mount of a container job, in a mount table
     # the whole host shares.
     max_channels_per_job: Annotated[int, Field(ge=1, le=100_000)] = 64
@@ -102,7 +102,7 @@ class Config(BaseModel):
     # job's GPU confinement can be seen at work; unset: <state_dir>/dev. /dev is allowed.
     fake_gpu_device_dir: Path | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # -- watching GPU use (daemon/trainqd/sampling.py) --
+    # -- watching GPU use (daemon/trainqd/scheduling/sampling.py) --
     gpu_sample_seconds: Annotated[float, Field(gt=0, le=3600)] = 10.0
     gpu_sample_history: Annotated[int, Field(ge=1, le=100000)] = 360  # samples kept per attempt
     # A running job whose GPUs all stay under this utilization for this long is flagged idle.
@@ -135,7 +135,7 @@ class Config(BaseModel):
     # How long the submit-time check of a job's paths (run as the submitter) may take; past it
     # the check is killed and the submission refused with one line.
     path_check_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
-    # -- where jobs run (daemon/trainqd/slurm_backend.py) --
+    # -- where jobs run (daemon/trainqd/backends/slurm.py) --
     # "local": on this host, under trainq's monitors. "slurm": every job is handed to Slurm
     # (sbatch as its owner) and followed with squeue every `slurm_poll_seconds`; the
     # state dir must then be on a filesystem the cluster's nodes share.
@@ -155,18 +155,18 @@ class Config(BaseModel):
     # --pids-limit per container. "auto" is an eighth of the kernel's pid_max, at least 1024;
     # 0 leaves only the kernel's limits.
     max_processes_per_user: Literal["auto"] | Annotated[int, Field(ge=0, le=4194304)] = "auto"
-    # -- told when a job ends (daemon/trainqd/notifications.py) --
+    # -- told when a job ends (daemon/trainqd/scheduling/notifications.py) --
     # A sendmail-compatible command (`["/usr/sbin/sendmail", "-t"]`: the message, headers
     # first, on its stdin) for jobs submitted with `--mail`; unset: no mail, and such jobs
     # are refused. Run as the job's owner, as a job's own `--notify` command is, each for at
     # most `notify_timeout_seconds` (then killed), its output discarded.
     mail_command: Annotated[list[str], Field(min_length=1)] | None = None
     notify_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60.0
-    # -- a trainer's source copied at submit (daemon/trainqd/snapshots.py) --
+    # -- a trainer's source copied at submit (daemon/trainqd/attempts/snapshots.py) --
     snapshot_max_bytes: Annotated[int, Field(ge=0)] = 100 * 1024 * 1024
     snapshot_max_files: Annotated[int, Field(ge=0)] = 10_000
     # Ended jobs older than this many days are removed, directory and rows, as `trainq rm`
-    # removes one (daemon/trainqd/retention.py); 0 keeps them forever.
+    # removes one (daemon/trainqd/scheduling/retention.py); 0 keeps them forever.
     retention_days: Annotated[float, Field(ge=0, le=36500)] = 0.0
     # -- sharing: fair share, classes, preemption (docs/architecture.md, "Sharing") --
     # Users' recent GPU (and CPU-slot) time orders their waiting jobs against each other's,

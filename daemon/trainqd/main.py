@@ -26,7 +26,9 @@ import anyio
 import structlog
 
 from trainq.core import __version__
-from trainqd import cgroups, daemon_log, gc_tuning, loop_lag, retention, sdnotify
+from trainqd import gc_tuning, sdnotify
+from trainqd.access.authorization import Authorizer
+from trainqd.api.handlers.jobs import Api
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
 from trainqd.api.quotas import (
     descriptors_needed,
@@ -35,22 +37,23 @@ from trainqd.api.quotas import (
 )
 from trainqd.api.routing import Router
 from trainqd.api.server import ServerLimits, serve
-from trainqd.authorization import Authorizer
+from trainqd.attempts import cgroups
+from trainqd.attempts.jobdir import JobDirs
 from trainqd.config import Config, ConfigError, load_config
-from trainqd.event_pruning import prune as prune_events
-from trainqd.events import ChangeNotifier
 from trainqd.gpus import open_backend
 from trainqd.gpus.base import GpuBackend, GpuBackendError
 from trainqd.gpus.fake import FakeGpuBackend
 from trainqd.gpus.fake_nodes import RECORD_NAME as NODES_RECORD
 from trainqd.gpus.fake_nodes import NodeError
-from trainqd.jobdir import JobDirs
-from trainqd.metrics import Metrics
-from trainqd.notifications import Notifications
-from trainqd.routes import Api
-from trainqd.scheduler import Scheduler
-from trainqd.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
-from trainqd.store import Store, StoreError
+from trainqd.observe import daemon_log, loop_lag
+from trainqd.observe.metrics import Metrics
+from trainqd.observe.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
+from trainqd.scheduling import retention
+from trainqd.scheduling.event_pruning import prune as prune_events
+from trainqd.scheduling.events import ChangeNotifier
+from trainqd.scheduling.notifications import Notifications
+from trainqd.scheduling.scheduler import Scheduler
+from trainqd.store.store import Store, StoreError
 
 EX_CONFIG = 78  # sysexits.h: systemd shows it as "configuration error"
 log = structlog.get_logger("trainqd")

@@ -44,11 +44,11 @@ from typing import Literal, TextIO
 
 from trainq.core.spec import JobSpec, parse_spec
 from trainq.core.states import JobState
-from trainqd import identity
-from trainqd.contract import Assignment
-from trainqd.jobdir import AttemptPaths
-from trainqd.launch import Attempt, LaunchSettings, build_launch, look_up, stop_grace
-from trainqd.launch import write_env_file as write_engine_env_file
+from trainqd.access import identity
+from trainqd.attempts.contract import Assignment
+from trainqd.attempts.jobdir import AttemptPaths
+from trainqd.attempts.launch import Attempt, LaunchSettings, build_launch, look_up, stop_grace
+from trainqd.attempts.launch import write_env_file as write_engine_env_file
 from trainqd.monitor import supervise
 from trainqd.monitor.outcome import Ending
 from trainqd.monitor.records import (
@@ -60,8 +60,8 @@ from trainqd.monitor.records import (
     read_json,
     write_record,
 )
-from trainqd.retry import RetryPolicy
-from trainqd.rows import JobOwner, JobRow
+from trainqd.scheduling.retry import RetryPolicy
+from trainqd.store.rows import JobOwner, JobRow
 
 # trainqd's default grace (config.py), for a spec that sets none.
 DEFAULT_GRACE = 120.0

@@ -19,7 +19,7 @@ from tests.containers.support import (
 )
 from tests.daemon import Daemon
 from tests.helpers import wait_for
-from trainqd import engine as engines
+from trainqd.attempts import engine as engines
 
 pytestmark = pytest.mark.containers
 

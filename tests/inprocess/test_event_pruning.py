@@ -10,8 +10,8 @@ import pytest
 
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd import event_pruning
-from trainqd.store import JobOwner, Store
+from trainqd.scheduling import event_pruning
+from trainqd.store.store import JobOwner, Store
 
 pytestmark = pytest.mark.asyncio
 

@@ -16,8 +16,9 @@ from tests.inprocess.test_scheduler import ME, OWNER, World, running
 from trainq.core.reasons import Wait
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd import planner, scheduler
-from trainqd.store import NewJobs
+from trainqd.planning import planner
+from trainqd.scheduling import scheduler
+from trainqd.store.store import NewJobs
 
 pytestmark = pytest.mark.asyncio
 

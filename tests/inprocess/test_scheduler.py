@@ -27,20 +27,20 @@ from trainq.core.reasons import Wait
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import JobRecord
+from trainqd.access.authorization import Authorizer
+from trainqd.access.identity import account
+from trainqd.api.handlers.jobs import Api
 from trainqd.api.routing import Caller, Request, Response
-from trainqd.authorization import Authorizer
+from trainqd.attempts.jobdir import JobDirs
+from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor
 from trainqd.config import load_config
-from trainqd.events import ChangeNotifier
 from trainqd.gpus.fake import FakeGpuBackend
-from trainqd.identity import account
-from trainqd.jobdir import JobDirs
 from trainqd.main import api_for
 from trainqd.monitor.records import ExitRecord, Launch
-from trainqd.policy import CLAIM_SLACK
-from trainqd.routes import Api
-from trainqd.scheduler import Scheduler
-from trainqd.store import JobOwner, Store
-from trainqd.watcher import OnEnd, StopCause, WatchedMonitor
+from trainqd.planning.policy import CLAIM_SLACK
+from trainqd.scheduling.events import ChangeNotifier
+from trainqd.scheduling.scheduler import Scheduler
+from trainqd.store.store import JobOwner, Store
 
 ME = account(os.geteuid())
 OWNER = JobOwner(ME.uid, ME.gid, ME.user)

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
+from trainqd.api.handlers.jobs import Api
 from trainqd.api.routing import Caller, Request, Response
-from trainqd.routes import Api
 
 from .test_scheduler import ME, running
 

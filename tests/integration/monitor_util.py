@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.helpers import wait_for
 
+from trainqd.attempts.watcher import StopCause
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
     EXIT_RECORD,
@@ -34,7 +35,6 @@ from trainqd.monitor.records import (
     read_json,
     write_record,
 )
-from trainqd.watcher import StopCause
 
 TRAINERS = Path(__file__).resolve().parent.parent / "trainers"
 # The system's Python for trainers: readable by every user (the virtualenv's interpreter

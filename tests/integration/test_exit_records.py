@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from trainqd.attempts.watcher import read_exit_record
 from trainqd.monitor.records import (
     EXIT_RESERVE,
     ExitRecord,
@@ -24,7 +25,6 @@ from trainqd.monitor.records import (
     reserve_record_space,
     write_exit_record,
 )
-from trainqd.watcher import read_exit_record
 
 GOOD: dict[str, Any] = {
     "job_id": 7,

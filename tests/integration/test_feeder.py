@@ -23,7 +23,7 @@ from tests.integration.test_feeder_harness import (
     write_files,
 )
 
-from trainqd.monitor.feeder import EXIT_FED, EXIT_STOPPED
+from trainqd.monitor.feed.feeder import EXIT_FED, EXIT_STOPPED
 from trainqd.monitor.records import PipeChannel
 
 

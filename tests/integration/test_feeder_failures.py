@@ -23,7 +23,7 @@ from tests.integration.test_feeder_harness import (
     write_files,
 )
 
-from trainqd.monitor.feeder import EXIT_FAILED
+from trainqd.monitor.feed.feeder import EXIT_FAILED
 from trainqd.monitor.records import PipeChannel
 
 SECRET = b"root-only bytes that nobody may read"

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from tests.integration.test_feeder_harness import Workspace, read_fifo, workspace, write_files
 
-from trainqd.monitor import feeder, recordio
-from trainqd.monitor.feeder import EXIT_FED
+from trainqd.monitor import recordio
+from trainqd.monitor.feed import feeder
+from trainqd.monitor.feed.feeder import EXIT_FED
 from trainqd.monitor.records import PipeChannel
 
 MAGIC = 0xCED7230A

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.helpers import wait_for
 
-from trainqd.monitor.feeder import EXIT_STOPPED, run_feeder
+from trainqd.monitor.feed.feeder import EXIT_STOPPED, run_feeder
 from trainqd.monitor.records import PipeChannel
 
 PIPE_READER = Path(__file__).resolve().parents[1] / "trainers" / "pipe_reader.py"

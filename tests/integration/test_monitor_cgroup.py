@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.helpers import wait_for
 
-from trainqd import cgroups, leftovers
+from trainqd.attempts import cgroups, leftovers
 from trainqd.monitor import cgroup, procfs
 
 # Plays a monitor: enters the attempt's cgroup, leaves a sleeper behind (double fork, own

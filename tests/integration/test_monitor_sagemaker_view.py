@@ -15,7 +15,7 @@ from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, 
 
 from trainq.core import outcomes
 from trainq.core.spec import parse_spec
-from trainqd.contract import config_files
+from trainqd.attempts.contract import config_files
 from trainqd.monitor import procfs
 from trainqd.monitor.privileges import SAGEMAKER_ROOT
 

@@ -15,8 +15,8 @@ from tests.schema_history import UNDO, downgrade
 from trainq.core.errors import DiskFull, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
-from trainqd.schema import MIGRATIONS, SCHEMA_VERSION
-from trainqd.store import JobChanges, JobOwner, Store, StoreError
+from trainqd.store.schema import MIGRATIONS, SCHEMA_VERSION
+from trainqd.store.store import JobChanges, JobOwner, Store, StoreError
 
 OWNER = JobOwner(uid=1000, gid=1000, user="alice")
 

@@ -11,8 +11,8 @@ import pytest
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd.rows import HOST
-from trainqd.store import JobChanges, JobOwner, Store
+from trainqd.store.rows import HOST
+from trainqd.store.store import JobChanges, JobOwner, Store
 
 OWNER = JobOwner(uid=1000, gid=1000, user="alice")
 

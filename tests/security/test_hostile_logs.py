@@ -20,7 +20,7 @@ from tests.daemon import TRAINQ, Daemon
 from tests.helpers import wait_for
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import trainq_as
-from trainqd.log_view import TAIL_SCAN_BYTES
+from trainqd.api.log_view import TAIL_SCAN_BYTES
 
 pytestmark = pytest.mark.multiuser
 

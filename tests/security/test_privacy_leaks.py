@@ -14,7 +14,7 @@ import pytest
 from tests.daemon import Daemon
 from tests.multiuser.accounts import Accounts, User
 from tests.multiuser.support import SYSTEM_PYTHON, http_as, trainq_as
-from trainqd.jobdir import JobDirs
+from trainqd.attempts.jobdir import JobDirs
 
 pytestmark = pytest.mark.multiuser
 

@@ -32,7 +32,7 @@ from tests.daemon import Daemon, running_daemon
 from tests.helpers import wait_for
 from tests.multiuser.accounts import Accounts
 from tests.multiuser.support import http_as, submit_as, trainq_as
-from trainqd.slurm_backend import HANDOFFS_PER_USER, SlurmBackend
+from trainqd.backends.slurm import HANDOFFS_PER_USER, SlurmBackend
 
 pytestmark = pytest.mark.multiuser
 

@@ -49,7 +49,7 @@ while not select.select([sys.stdin], [], [], 0.01)[0]:
             continue
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
-                if b"trainqd.pathcheck" not in f.read():
+                if b"trainqd.access.pathcheck" not in f.read():
                     continue
             os.kill(int(name), signal.SIGSTOP)  # refused while it is still root's
         except OSError:

@@ -17,7 +17,7 @@ from tests.slurm.conftest import GPUS, Slurm
 from tests.slurm.support import POLL, slurm_job_of, slurm_trainqd
 from trainq.core.spec import parse_spec
 from trainq.waiting import exit_status_of
-from trainqd import contract
+from trainqd.attempts import contract
 
 
 @pytest.fixture

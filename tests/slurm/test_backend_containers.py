@@ -17,8 +17,8 @@ from tests.multiuser.support import submit_as, trainq_as
 from tests.slurm.conftest import Slurm
 from tests.slurm.support import slurm_job_of, slurm_trainqd
 from trainq.core.spec import parse_spec
-from trainqd import contract
-from trainqd.slurm_backend import users_container_refusal
+from trainqd.attempts import contract
+from trainqd.backends.slurm import users_container_refusal
 
 pytestmark = [pytest.mark.containers, pytest.mark.multiuser]
 

@@ -14,7 +14,7 @@ from tests.slurm.conftest import Slurm
 from trainq.commands import Context
 from trainq.core.spec import parse_spec
 from trainq.export_command import ExportRequest, run_export
-from trainqd import contract
+from trainqd.attempts import contract
 
 TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")

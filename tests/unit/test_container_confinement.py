@@ -1,5 +1,5 @@
 """What keeps a container job from the host: the engine's flags, the image policy and the
-environment handed to the engine (daemon/trainqd/engine.py, image_policy.py)."""
+environment handed to the engine (daemon/trainqd/attempts/engine.py, image_policy.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from trainq.core.errors import Forbidden
 from trainq.core.spec import parse_spec
-from trainqd import engine
+from trainqd.access.image_policy import check_image, transport
+from trainqd.attempts import engine
 from trainqd.config import ConfigError, load_config
-from trainqd.image_policy import check_image, transport
 
 
 def argv(

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from trainq.core.spec import parse_spec
-from trainqd.contract import (
+from trainqd.attempts.contract import (
     Assignment,
     config_files,
     gpu_environment,

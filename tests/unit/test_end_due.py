@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainqd.watcher import StopCause, WatchedMonitor, forced_record
+from trainqd.attempts.watcher import StopCause, WatchedMonitor, forced_record
 
 
 def monitor() -> WatchedMonitor:

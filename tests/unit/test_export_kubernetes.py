@@ -13,7 +13,7 @@ from kubernetes_validate.utils import all_versions, major_minor
 
 from trainq.core.export import Unsupported, kubernetes
 from trainq.core.spec import JobSpec, parse_spec
-from trainqd import contract
+from trainqd.attempts import contract
 from trainqd.monitor.mlroot import ML_DIRS
 
 LAST_THREE = sorted({major_minor(v) for v in all_versions()})[-3:]

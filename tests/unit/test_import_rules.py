@@ -111,7 +111,7 @@ def violations(mods: dict[str, Path], allowed: Callable[[str], bool]) -> list[st
 def test_the_module_walk_sees_every_layer() -> None:
     assert "trainq.core.wire" in CLI_MODULES
     assert "trainq.cli" in CLI_MODULES
-    assert "trainqd.scheduler" in DAEMON_MODULES
+    assert "trainqd.scheduling.scheduler" in DAEMON_MODULES
     assert "trainqd.monitor.supervise" in DAEMON_MODULES
     assert "trainqd.monitor.records" in imports(
         "trainqd.monitor.spawn", DAEMON_MODULES["trainqd.monitor.spawn"]

@@ -9,12 +9,12 @@ import pytest
 
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd.contract import Assignment
-from trainqd.engine import Engine
-from trainqd.identity import Account
-from trainqd.jobdir import AttemptPaths
-from trainqd.launch import Attempt, HostFacts, LaunchSettings, build_launch, stop_grace
-from trainqd.store import JobOwner, JobRow
+from trainqd.access.identity import Account
+from trainqd.attempts.contract import Assignment
+from trainqd.attempts.engine import Engine
+from trainqd.attempts.jobdir import AttemptPaths
+from trainqd.attempts.launch import Attempt, HostFacts, LaunchSettings, build_launch, stop_grace
+from trainqd.store.store import JobOwner, JobRow
 
 ALICE = Account(1000, 1000, "alice", "/home/alice", "/bin/sh", (1000,))
 SETTINGS = LaunchSettings(

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from trainq.logs import parse_since, since_unix, stamped_line
-from trainqd.log_view import AttemptLog
+from trainqd.api.log_view import AttemptLog
+from trainqd.api.streams import open_log
 from trainqd.monitor.timeline import RECORD, STDERR_ID, STDOUT_ID, TIMELINE
-from trainqd.streams import open_log
 
 BOTH = (STDOUT_ID, STDERR_ID)
 

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from trainq.core.spec import JobSpec, MetricDefinition
-from trainqd.metric_reading import MAX_LINE, AttemptReader, patterns
-from trainqd.metric_series import MAX_POINTS, MAX_SERIES, AttemptMetrics, Series
+from trainqd.experiments.metric_reading import MAX_LINE, AttemptReader, patterns
+from trainqd.experiments.metric_series import MAX_POINTS, MAX_SERIES, AttemptMetrics, Series
 
 
 def reader(tmp_path: Path, *definitions: tuple[str, str]) -> AttemptReader:

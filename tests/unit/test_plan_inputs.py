@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd import planner
 from trainqd.gpus.base import GpuUsage
-from trainqd.plan_inputs import capacity, left_after, queued, running
-from trainqd.store import JobOwner, JobRow
+from trainqd.planning import planner
+from trainqd.planning.inputs import capacity, left_after, queued, running
+from trainqd.store.store import JobOwner, JobRow
 
 
 def row(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from trainq.core.reasons import render
 from trainqd.gpus.fake import server_distances
-from trainqd.planner import (
+from trainqd.planning.planner import (
     Capacity,
     Limits,
     Plan,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from trainq.core.reasons import Wait, render
 from trainqd.gpus.fake import server_distances
-from trainqd.planner import (
+from trainqd.planning.planner import (
     LOOKAHEAD,
     Capacity,
     ClassLimits,

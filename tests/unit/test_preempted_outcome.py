@@ -13,7 +13,7 @@ from tests.unit.test_outcomes import attempt, job, record
 from trainq.core.outcomes import Outcome
 from trainq.core.states import JobState
 from trainqd.monitor.outcome import Stop, conclude, not_started, read_stop_request
-from trainqd.outcomes import judge_end
+from trainqd.scheduling.outcomes import judge_end
 
 PREEMPTED_BY = "preempted by job 12 (bob)"
 

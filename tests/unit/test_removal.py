@@ -1,4 +1,4 @@
-"""The removal of a job's directory (daemon/trainqd/removal.py) against what a hostile owner
+"""The removal of a job's directory (trainqd/scheduling/removal.py) against what a hostile owner
 can leave in it: links out of it, a directory swapped for a link mid-walk, a tree too deep,
 mount points (mountinfo's escaped names)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from trainqd import removal
-from trainqd.removal import MAX_DEPTH, RemovalError, mount_points_under, remove_job_dir
+from trainqd.scheduling import removal
+from trainqd.scheduling.removal import MAX_DEPTH, RemovalError, mount_points_under, remove_job_dir
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import pytest
 
 from trainq.core.spec import JobSpec
 from trainqd.monitor.outcome import Ending
-from trainqd.retry import MAX_LOST, RetryPolicy
+from trainqd.scheduling.retry import MAX_LOST, RetryPolicy
 
 POLICY = RetryPolicy()
 

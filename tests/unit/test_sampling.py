@@ -13,11 +13,11 @@ from tests.schema_history import downgrade
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.gpus import GpuBackendError, GpuSample, open_backend
-from trainqd.idle import IdlePolicy, IdleWatch, duration
-from trainqd.rows import JobOwner
-from trainqd.sampling import RunningAttempt, Sampler, job_sample
-from trainqd.schema import SCHEMA_VERSION
-from trainqd.store import Store
+from trainqd.scheduling.idle import IdlePolicy, IdleWatch, duration
+from trainqd.scheduling.sampling import RunningAttempt, Sampler, job_sample
+from trainqd.store.rows import JobOwner
+from trainqd.store.schema import SCHEMA_VERSION
+from trainqd.store.store import Store
 
 
 def _write(path: Path, gpus: list[dict[str, object]]) -> None:

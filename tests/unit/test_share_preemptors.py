@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd.rows import AttemptRow, JobOwner, JobRow
-from trainqd.share_preemptors import SharePreemptors
+from trainqd.planning.share_preemptors import SharePreemptors
+from trainqd.store.rows import AttemptRow, JobOwner, JobRow
 
 ALICE = JobOwner(uid=1001, gid=1001, user="alice")
 

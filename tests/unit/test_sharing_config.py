@@ -11,11 +11,11 @@ import pytest
 
 from trainq.core.errors import Forbidden, InvalidSpec
 from trainq.core.spec import parse_spec
-from trainqd.admission import HostFacts, check_class
-from trainqd.authorization import Authorizer
-from trainqd.classes import JobClass
+from trainqd.access.admission import HostFacts, check_class
+from trainqd.access.authorization import Authorizer
 from trainqd.config import ConfigError, load_config
-from trainqd.fairshare import FairShare, Used
+from trainqd.planning.classes import JobClass
+from trainqd.planning.fairshare import FairShare, Used
 
 DAY = 86400.0
 CLASSES = """

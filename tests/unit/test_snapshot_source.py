@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trainq.core.spec import JobSpec
-from trainqd.snapshots import source_of
+from trainqd.attempts.snapshots import source_of
 
 
 def spec(**fields: object) -> JobSpec:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainqd.gpus.fake import server_distances
-from trainqd.topology import EXACT_SEARCH_MAX_FREE, choose_gpus
+from trainqd.planning.topology import EXACT_SEARCH_MAX_FREE, choose_gpus
 
 Distance = Callable[[int, int], int]
 

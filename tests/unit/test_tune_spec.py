@@ -73,7 +73,7 @@ def test_the_cli_never_imports_optuna() -> None:
 
 def test_pbt_copies_the_top_into_the_bottom_and_perturbs_within_ranges() -> None:
     from trainq.core.tuning import Dimension
-    from trainqd.pbt import Standing, donor_for, perturb
+    from trainqd.experiments.pbt import Standing, donor_for, perturb
 
     running = [Standing(n, 4, value) for n, value in enumerate([0.1, 0.5, 0.9, 0.3])]
     assert donor_for(running[2], running, quantile=0.25, minimize=True) == running[0]

@@ -1,6 +1,6 @@
 """The three files of a trainer's input/config/, as the SageMaker contract writes them.
 
-trainqd's monitor writes them into each attempt's ml root (trainqd.contract); the exports
+trainqd's monitor writes them into each attempt's ml root (trainqd.attempts.contract); the exports
 to other engines carry the same text (trainq.core.export.kubernetes puts it in a
 ConfigMap). One home for them, so every engine's trainer reads the same files.
 """

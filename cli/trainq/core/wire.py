@@ -165,7 +165,7 @@ class GpuRecord(_Wire):
     job_id: int | None = None
     foreign_pids: list[int] = Field(default_factory=list)
     available: bool
-    # The last sample (daemon/trainqd/sampling.py), None before the first or where unknown.
+    # The last sample (trainqd.scheduling.sampling), None before the first or where unknown.
     utilization_percent: float | None = None
     power_watts: float | None = None
     drain: DrainRecord | None = None  # drained: takes no new job (its job runs on)
@@ -312,7 +312,7 @@ class TuneList(_Wire):
 
 
 class GpuUseSample(_Wire):
-    """One sample of a running attempt's GPUs taken together (daemon/trainqd/sampling.py)."""
+    """One sample of a running attempt's GPUs taken together (trainqd.scheduling.sampling)."""
 
     time: datetime
     utilization_percent: float | None = None  # the mean over its GPUs

@@ -2,7 +2,7 @@
 
 - the ml root's layout, for a container job, whose monitor stays root: a child becomes
   the owner, lays it out, and reports in one line if it could not;
-- the Pipe mode feeder (trainqd.monitor.feeder), which lives as long as the trainer and
+- the Pipe mode feeder (trainqd.monitor.feed.feeder), which lives as long as the trainer and
   writes one line on a pipe if it fails.
 
 They are forked before the trainer starts, while the monitor is single-threaded, and
@@ -117,7 +117,7 @@ def prepare_as_owner(launch: Launch, owner: Credentials) -> str | None:
 
 def load_feeder() -> None:
     """Import the feeder ahead of a privilege drop (the child would import it as the owner)."""
-    import trainqd.monitor.feeder  # noqa: F401, PLC0415
+    import trainqd.monitor.feed.feeder  # noqa: F401, PLC0415
 
 
 def start_feeder(launch: Launch, owner: Credentials | None) -> Feeder:
@@ -126,7 +126,7 @@ def start_feeder(launch: Launch, owner: Credentials | None) -> Feeder:
 
     def body(report_fd: int) -> int:
         # Imported in the child only: the feeder's threads and codecs stay out of the monitor.
-        from trainqd.monitor.feeder import run_feeder  # noqa: PLC0415
+        from trainqd.monitor.feed.feeder import run_feeder  # noqa: PLC0415
 
         if owner is not None:
             drop_to(owner.uid, owner.gid, owner.groups)

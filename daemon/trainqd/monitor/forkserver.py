@@ -24,10 +24,11 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
-# Imported here, before any fork, so that no forked monitor or feeder pays for it.
-from trainqd.monitor import feeder as _feeder  # noqa: F401
 from trainqd.monitor import mlroot as _mlroot  # noqa: F401
 from trainqd.monitor.__main__ import run_from_stdin
+
+# Imported here, before any fork, so that no forked monitor or feeder pays for it.
+from trainqd.monitor.feed import feeder as _feeder  # noqa: F401
 from trainqd.monitor.profile import mark
 from trainqd.monitor.spawn import LAUNCH_MESSAGE, PID
 

@@ -1,0 +1,1 @@
+"""Experiments: metrics that trainers report and the tuning experiments run over them."""

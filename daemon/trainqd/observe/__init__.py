@@ -1,0 +1,1 @@
+"""Observing trainqd: its log, Prometheus metrics, usage reports, loop lag and profiles."""

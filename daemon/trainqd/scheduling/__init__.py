@@ -1,0 +1,2 @@
+"""Scheduling: the loop, starting attempts, their ends, stops, and the jobs' lifecycle
+around them."""

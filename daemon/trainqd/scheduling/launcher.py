@@ -1,0 +1,132 @@
+"""Start an attempt the plan decided on: look up what it runs, build its launch, start its
+monitor, record it. Any failure to start is the attempt's (recorded as `start_failed`),
+never the daemon's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import structlog
+
+from trainq.core.errors import DiskFull
+from trainq.core.states import JobState
+from trainqd.access.identity import job_account
+from trainqd.attempts.contract import Assignment
+from trainqd.attempts.jobdir import JobDirs
+from trainqd.attempts.launch import (
+    Attempt,
+    LaunchSettings,
+    build_launch,
+    look_up,
+    remaining_runtime,
+    write_env_file,
+)
+from trainqd.attempts.snapshots import as_run
+from trainqd.attempts.watcher import Watcher
+from trainqd.gpus.base import GpuDevice
+from trainqd.observe.profiling import mark
+from trainqd.planning import planner
+from trainqd.scheduling.endings import AttemptEnds
+from trainqd.scheduling.outcomes import time_limit_reason
+from trainqd.store.store import JobRow, Store
+
+log = structlog.get_logger("trainqd.launcher")
+
+
+def stopped_out_of_time(store: Store, job: JobRow, now: float) -> bool:
+    """Stop a job whose earlier attempts used up its time limit, instead of starting it."""
+    remaining = remaining_runtime(job)
+    if remaining is None or remaining > 0:
+        return False
+    store.transition(
+        job.id,
+        JobState.STOPPED,
+        now,
+        "time limit",
+        stop_reason=time_limit_reason(job),
+        ended_at=now,
+    )
+    return True
+
+
+class Launcher:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        dirs: JobDirs,
+        devices: Mapping[int, GpuDevice],
+        settings: LaunchSettings,
+        watcher: Callable[[], Watcher],
+        ends: AttemptEnds,
+        deadlines: dict[int, float],
+        notify: Callable[[], None],
+        changed: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._dirs = dirs
+        self._devices = devices
+        self._settings = settings
+        self._watcher = watcher
+        self._ends = ends
+        self._deadlines = deadlines
+        self._notify = notify
+        self._changed = changed
+        self.dispatched: Callable[[float], None] = lambda seconds: None  # metrics.py's hook
+
+    def launch(self, start: planner.Start, now: float) -> None:
+        """DiskFull if the start cannot be recorded: the job then stays PENDING."""
+        job = self._store.get(start.job_id)
+        mark("launching", job.id)
+        if stopped_out_of_time(self._store, job, now):
+            self._changed()
+            return
+        uuids = [self._devices[i].uuid for i in start.gpus]
+        job, number = self._store.begin_attempt(job.id, start.gpus, uuids, now)
+        job = as_run(job, self._dirs)  # a snapshot of its source, where it has one
+        self._notify()
+        mark("attempt recorded", job.id)
+        bound = log.bind(job_id=job.id, attempt=number)
+        watcher = self._watcher()
+        try:
+            acct = job_account(job.owner)
+            paths = self._dirs.create_attempt(
+                job.id, number, acct.uid, acct.gid, monitor_is_owner=job.spec.image is None
+            )
+            mark("directories made", job.id)
+            built = build_launch(
+                Attempt(
+                    job,
+                    number,
+                    Assignment(start.gpus, tuple(uuids)),
+                    acct,
+                    paths,
+                    self._settings,
+                    look_up(job, self._settings),
+                ),
+                now,
+            )
+            if built.env_file is not None:
+                write_env_file(*built.env_file)
+            launch = built.launch
+            mark("launch built", job.id)
+            monitor = watcher.start(launch, paths.attempt_dir, paths.stop_file)
+            mark("monitor forked", job.id)
+        except Exception as exc:  # any failure to start is this attempt's, never the daemon's
+            bound.exception("could not start the attempt")
+            self._ends.start_failed(
+                job.id, number, now, f"trainq could not start the attempt: {exc}"
+            )
+            return
+        try:
+            self._store.record_monitor(
+                job.id, number, monitor.pid, monitor.start_ticks, watcher.boot_id
+            )
+        except DiskFull:  # the trainer runs: a later trainqd finds its monitor's own record
+            bound.warning("disk full: the monitor's pid is not recorded", monitor=monitor.pid)
+        if launch.deadline is not None:  # the monitor enforces it; the planner reckons with it
+            self._deadlines[job.id] = launch.deadline
+        bound.info("started", gpus=list(start.gpus), monitor=monitor.pid)
+        self.dispatched(time.time() - now)
