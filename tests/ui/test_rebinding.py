@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Playwright, sync_playwright
+from playwright.sync_api import Browser
 
 from tests.daemon import Daemon
 from tests.ui.support import CHROMIUM, CHROMIUM_ARGS, Forwarder, fetch
@@ -28,16 +28,11 @@ EVIL = "rebind.example"
 
 
 @pytest.fixture(scope="module")
-def playwright() -> Iterator[Playwright]:
-    with sync_playwright() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def rebinding_browser(playwright: Playwright) -> Iterator[Browser]:
-    """A chromium whose resolver answers 127.0.0.1 for the attacker's name."""
+def rebinding_browser(browser: Browser) -> Iterator[Browser]:
+    """A chromium whose resolver answers 127.0.0.1 for the attacker's name (started by the
+    session's Playwright: one per thread)."""
     rules = f"--host-resolver-rules=MAP {EVIL} 127.0.0.1"
-    launched = playwright.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
+    launched = browser.browser_type.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, rules])
     try:
         yield launched
     finally:
