@@ -1,7 +1,7 @@
 """The scheduler, the API's handlers and the store in one process, on one event loop.
 
-The real `Scheduler`, `Api` and `Store` (a temporary SQLite file) with the fake GPU backend;
-only the monitors are stood in for: `FakeWatcher` implements the scheduler's `Watcher`
+The real parts as app.py builds them (a temporary SQLite file for the store) with the fake
+GPU backend; only the monitors are stood in for: `FakeWatcher` implements the scheduler's `Watcher`
 protocol, records what it is asked, and ends attempts when the test says so. Each test is a
 sequence of submits, ends, stops, restarts and time limits, and takes milliseconds.
 """
@@ -31,14 +31,13 @@ from trainqd.access.authorization import Authorizer
 from trainqd.access.identity import account
 from trainqd.api.handlers.jobs import Api
 from trainqd.api.routing import Caller, Request, Response
+from trainqd.app import build
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor
 from trainqd.config import load_config
 from trainqd.gpus.fake import FakeGpuBackend
-from trainqd.main import api_for
 from trainqd.monitor.records import ExitRecord, Launch
 from trainqd.planning.policy import CLAIM_SLACK
-from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.scheduler import Scheduler
 from trainqd.store.store import JobOwner, Store
 
@@ -190,17 +189,17 @@ async def start(
 
     dirs = JobDirs(tmp / "jobs")
     dirs.ensure_root()
-    scheduler = Scheduler(
+    daemon = build(
         config=config,
         store=store,
         gpus=FakeGpuBackend.with_count(2),
         dirs=dirs,
-        notifier=ChangeNotifier(),
         authorizer=Authorizer(None),
+        started_at=time.time(),
         watcher=new_watcher,
     )
-    await tg.start(scheduler.run)
-    return World(tmp, store, scheduler, api_for(scheduler, time.time()), watchers)
+    await tg.start(daemon.run)
+    return World(tmp, store, daemon.scheduler, daemon.api, watchers)
 
 
 async def test_a_job_starts_ends_and_frees_its_gpus(tmp_path: Path) -> None:
