@@ -302,6 +302,17 @@ def test_no_trainqd_layer_imports_a_higher_one() -> None:
     assert upward == []
 
 
+def test_only_app_imports_the_scheduler() -> None:
+    """Parts are built in app.py and handed to each other: none reaches another through the
+    scheduler, and the API knows it only as `JobControl`."""
+    importers = {
+        name
+        for name, targets in import_graph(DAEMON_MODULES).items()
+        if "trainqd.scheduling.scheduler" in targets
+    }
+    assert importers <= {"trainqd.app"}
+
+
 @pytest.mark.parametrize(
     "argv",
     [
