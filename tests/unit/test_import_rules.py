@@ -8,7 +8,9 @@
 - the monitor (trainqd.monitor) imports the standard library, its own modules and the
   standard-library-only modules of trainq.core, nothing else: it starts with `python -S -I`
   and must start fast;
-- the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich.
+- the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich;
+- no import cycle in trainqd, and its layers (`LAYERS`) in order: a module never imports one
+  of a higher layer.
 
 Imports are read from the syntax tree, so an import inside a function or under
 TYPE_CHECKING counts too.
@@ -41,6 +43,27 @@ STDLIB_CORE = {
     "trainq.core.reasons",
 }
 
+
+# trainqd's layers, highest first (the picture in docs/architecture.md): a module imports
+# modules of its own layer and of those below, never of one above. The packages of one layer
+# may use each other, never in a cycle.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("trainqd.__main__", "trainqd.main", "trainqd.app", "trainqd.run"),  # entry points
+    ("trainqd.api",),
+    ("trainqd.backends",),
+    ("trainqd.scheduling",),
+    ("trainqd.experiments",),
+    ("trainqd.planning", "trainqd.attempts", "trainqd.access", "trainqd.observe", "trainqd.config"),
+    ("trainqd.store",),
+    (
+        "trainqd.gpus",
+        "trainqd.children",
+        "trainqd.departure",
+        "trainqd.gc_tuning",
+        "trainqd.sdnotify",
+    ),
+    ("trainqd.monitor",),
+)
 
 CLI_MODULES: dict[str, Path] = {}
 DAEMON_MODULES: dict[str, Path] = {}
@@ -106,6 +129,50 @@ def violations(mods: dict[str, Path], allowed: Callable[[str], bool]) -> list[st
         for target in sorted(imports(name, path))
         if not allowed(target)
     ]
+
+
+def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Each of `mods` and which of `mods` it imports."""
+    return {name: imports(name, path) & mods.keys() - {name} for name, path in mods.items()}
+
+
+def cycles(mods: dict[str, Path]) -> list[list[str]]:
+    """The import cycles among `mods`: each set of modules that reach one another through
+    their imports (Tarjan's strongly connected components of more than one module), sorted."""
+    graph = import_graph(mods)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while (member := stack.pop()) != module:
+                component.append(member)
+            if component:
+                found.append(sorted([module, *component]))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
+def layer(module: str) -> int | None:
+    """The index in LAYERS of the layer `module` belongs to (0: the highest)."""
+    for number, members in enumerate(LAYERS):
+        if any(is_ours(module, member) for member in members):
+            return number
+    return None
 
 
 def test_the_module_walk_sees_every_layer() -> None:
@@ -195,6 +262,55 @@ def test_no_import_cycle_between_the_layers() -> None:
             if target in layer_of and layer_of[target] != layer_of[name]:
                 arrows.add((layer_of[name], layer_of[target]))
     assert arrows <= {("daemon", "core"), ("cli", "core")}
+
+
+def test_the_cycle_finder_finds_cycles(tmp_path: Path) -> None:
+    sources = {
+        "a": "from trainqd.fake.b import x",  # a -> b -> c -> a: one cycle
+        "b": "import trainqd.fake.c",
+        "c": "from .a import x",
+        "d": "from trainqd.fake.a import x",  # d only leads into the cycle
+        "e": "if TYPE_CHECKING:\n    from trainqd.fake.f import x",
+        "f": "import trainqd.fake.e",  # e <-> f, through a TYPE_CHECKING import
+    }
+    mods = {}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text + "\n")
+        mods[f"trainqd.fake.{name}"] = tmp_path / f"{name}.py"
+    assert cycles(mods) == [
+        ["trainqd.fake.a", "trainqd.fake.b", "trainqd.fake.c"],
+        ["trainqd.fake.e", "trainqd.fake.f"],
+    ]
+
+
+def test_no_import_cycle_in_trainqd() -> None:
+    assert cycles(DAEMON_MODULES) == []
+
+
+def test_every_trainqd_module_has_a_layer() -> None:
+    assert [name for name in DAEMON_MODULES if name != "trainqd" and layer(name) is None] == []
+
+
+def test_no_trainqd_layer_imports_a_higher_one() -> None:
+    upward = []
+    for name, targets in import_graph(DAEMON_MODULES).items():
+        own = layer(name)
+        for target in sorted(targets):
+            above = layer(target)
+            if own is not None and above is not None and above < own:
+                upward.append(f"{name} imports {target}")
+    assert upward == []
+
+
+def test_only_app_imports_the_scheduler() -> None:
+    """Parts are built in app.py and handed to each other: none reaches another through the
+    scheduler, and the API knows it only as `JobControl`."""
+    importers = {
+        name
+        for name, targets in import_graph(DAEMON_MODULES).items()
+        if "trainqd.scheduling.scheduler" in targets
+    }
+    assert importers <= {"trainqd.app"}
 
 
 @pytest.mark.parametrize(

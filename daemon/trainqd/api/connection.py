@@ -22,7 +22,6 @@ import h11
 from anyio.abc import SocketStream
 
 from trainq.core.errors import Busy, Forbidden, InvalidRequest, PayloadTooLarge, TrainqError
-from trainqd.api.departure import ClientLeft, handling, peer_closed
 from trainqd.api.limits import ServerLimits
 from trainqd.api.quotas import Occupancy
 from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
@@ -35,6 +34,7 @@ from trainqd.api.routing import (
     WrongMethod,
     split_target,
 )
+from trainqd.departure import ClientLeft, handling, peer_closed
 
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _RECV_SIZE = 65536
