@@ -1057,7 +1057,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse(sys.argv[1:] if argv is None else list(argv))
         if isinstance(args, int):
             return args
-        from trainq.commands import COMMANDS, Context  # noqa: PLC0415 (see module docstring)
+        from trainq.commands import COMMANDS  # noqa: PLC0415 (see module docstring)
+        from trainq.context import Context  # noqa: PLC0415
 
         try:
             cwd: Path | None = Path.cwd()

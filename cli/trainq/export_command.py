@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from trainq.again import spec_of
+from trainq.client.specs import spec_of
 from trainq.core.errors import InvalidRequest, InvalidSpec
 from trainq.core.export.common import TARGETS
 from trainq.specfile import (
@@ -39,7 +39,7 @@ from trainq.specfile import (
 )
 
 if TYPE_CHECKING:  # pydantic is imported when the command runs, not when it is registered
-    from trainq.commands import Context
+    from trainq.context import Context
     from trainq.core.spec import JobSpec
 
 

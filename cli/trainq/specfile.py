@@ -17,12 +17,12 @@ sets its source (and mode, when given) and keeps the file's other options for it
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from trainq.client.specs import localized, resolve_path
 from trainq.core.errors import InvalidSpec
 
 CHANNEL_MODES = ("File", "Pipe", "FastFile")
@@ -296,16 +296,6 @@ def load_spec_file(path: str, cwd: Path, environ: Mapping[str, str]) -> dict[str
 # --- merging ---
 
 
-def resolve_path(path: str, cwd: Path, environ: Mapping[str, str]) -> str:
-    """`~` expanded (from $HOME when set), then made absolute against `cwd`; symlinks kept."""
-    if path == "~" or path.startswith("~/"):
-        home = environ.get("HOME") or os.path.expanduser("~")
-        path = home + path[1:]
-    elif path.startswith("~"):
-        path = os.path.expanduser(path)
-    return os.path.normpath(os.path.join(cwd, path))
-
-
 def _table(spec: dict[str, Any], key: str, flag: str) -> dict[str, Any]:
     """The spec's sub-table `key`, copied, ready for the flag's entries."""
     current = spec.get(key)
@@ -317,12 +307,6 @@ def _table(spec: dict[str, Any], key: str, flag: str) -> dict[str, Any]:
             f"not {type(current).__name__}"
         )
     return dict(current)
-
-
-def _resolve_channels(channels: dict[str, Any], cwd: Path, environ: Mapping[str, str]) -> None:
-    for name, channel in channels.items():
-        if isinstance(channel, dict) and isinstance(channel.get("source"), str):
-            channels[name] = {**channel, "source": resolve_path(channel["source"], cwd, environ)}
 
 
 # A spec's keys that only a container job may have.
@@ -400,7 +384,7 @@ def build_spec(
                 raise InvalidSpec(f"--env {key}: {key} is not set in your environment")
         spec["environment"] = env
 
-    if isinstance(spec.get("channels"), dict) or flags.channels:
+    if flags.channels:
         channels = _table(spec, "channels", "--channel")
         for flag in flags.channels:
             previous = channels.get(flag.name)
@@ -409,20 +393,5 @@ def build_spec(
             if flag.mode is not None:
                 channel["mode"] = flag.mode
             channels[flag.name] = channel
-        _resolve_channels(channels, cwd, environ)
         spec["channels"] = channels
-
-    if isinstance(spec.get("source_dir"), str):
-        spec["source_dir"] = resolve_path(spec["source_dir"], cwd, environ)
-    if spec.get("image") is None:
-        if isinstance(spec.get("working_dir"), str):
-            spec["working_dir"] = resolve_path(spec["working_dir"], cwd, environ)
-        # A subprocess job runs where it was submitted and finds programs as we do.
-        spec.setdefault("working_dir", os.path.normpath(cwd))
-        if "PATH" in environ:
-            job_env = spec.get("environment")
-            if job_env is None:
-                spec["environment"] = {"PATH": environ["PATH"]}
-            elif isinstance(job_env, dict) and "PATH" not in job_env:
-                spec["environment"] = {**job_env, "PATH": environ["PATH"]}
-    return spec
+    return localized(spec, cwd, environ)
