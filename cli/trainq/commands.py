@@ -42,7 +42,7 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         file_data = spec_of(ctx.client(), args.like)
     else:
         file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
-    flags = submit_flags(args, args.command_argv)
+    flags = submit_flags(vars(args), args.command_argv)
     spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
     if spec.get("command") is None and spec.get("image") is None:
         # The daemon would refuse it too, but only the CLI can say which flags to use.
