@@ -70,7 +70,7 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
 
 def submit_token(args: argparse.Namespace) -> str:
     """The submission's client token: --token, else a fresh one, so the CLI's own resend
-    after a lost answer never queues it twice (trainq.client.Client.post_jobs)."""
+    after a lost answer never queues it twice (trainq.client.api.Api.post_jobs)."""
     given: str | None = getattr(args, "token", None)
     return given or new_token()
 

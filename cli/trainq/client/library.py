@@ -72,7 +72,7 @@ class Client(Api):
 
         `client_token` (1-128 letters, digits, `.`, `_`, `:`, `-`; a fresh uuid4 per job)
         makes the submission idempotent: the same call again returns the same job, never a
-        second one, and a lost answer is retried (see the module's docstring)."""
+        second one, and a lost answer is retried (see trainq.client.api)."""
         from trainq.core.wire import JobRecord  # noqa: PLC0415 (pydantic on first use)
 
         body = _body(spec, fields, Path.cwd())
