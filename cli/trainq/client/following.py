@@ -45,7 +45,7 @@ class Followed:
     state, and how many lines have come (a stream that delivered something was a working
     one). `on_event` hears each of the job's events."""
 
-    def __init__(self, state: Any = None, on_event: Callable[[Event], None] | None = None):
+    def __init__(self, state: Any = None, on_event: Callable[[Event], None] | None = None) -> None:
         self.since = 0
         self.state = state
         self.lines = 0
