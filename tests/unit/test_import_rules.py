@@ -9,6 +9,8 @@
   standard-library-only modules of trainq.core, nothing else: it starts with `python -S -I`
   and must start fast;
 - the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich;
+- the client layer (trainq.client) imports nothing of the commands, and only it names the
+  API's paths;
 - no import cycle in trainqd, and its layers (`LAYERS`) in order: a module never imports one
   of a higher layer.
 
@@ -22,7 +24,7 @@ import ast
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -131,40 +133,105 @@ def violations(mods: dict[str, Path], allowed: Callable[[str], bool]) -> list[st
     ]
 
 
-def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Each of `mods` and which of `mods` it imports."""
-    return {name: imports(name, path) & mods.keys() - {name} for name, path in mods.items()}
+def import_graph(mods: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports among `mods`: the arrows a cycle would run along."""
+    return {name: imports(name, path) & mods.keys() for name, path in mods.items()}
 
 
-def cycles(mods: dict[str, Path]) -> list[list[str]]:
-    """The import cycles among `mods`: each set of modules that reach one another through
-    their imports (Tarjan's strongly connected components of more than one module), sorted."""
-    graph = import_graph(mods)
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: each set of modules that reach one another through
+    their imports (a strongly connected component of more than one module, or a module that
+    imports itself), sorted. Tarjan's algorithm, without recursion."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
+    on_stack: set[str] = set()
     stack: list[str] = []
     found: list[list[str]] = []
-
-    def visit(module: str) -> None:
-        index[module] = low[module] = len(index)
-        stack.append(module)
-        for target in sorted(graph[module]):
-            if target not in index:
-                visit(target)
-                low[module] = min(low[module], low[target])
-            elif target in stack:
-                low[module] = min(low[module], index[target])
-        if low[module] == index[module]:
-            component = []
-            while (member := stack.pop()) != module:
-                component.append(member)
-            if component:
-                found.append(sorted([module, *component]))
-
-    for module in sorted(graph):
-        if module not in index:
-            visit(module)
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next((t for t in targets if t in graph), None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(sorted(component))
     return sorted(found)
+
+
+def test_cycles_finds_each_cycle_once() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c", "d"},
+        "c": {"a"},
+        "d": {"e"},
+        "e": set(),
+        "f": {"f", "outside"},
+    }
+    assert cycles(graph) == [["a", "b", "c"], ["f"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_cli() -> None:
+    assert cycles(import_graph(CLI_MODULES)) == []
+
+
+def test_the_client_imports_nothing_of_the_commands() -> None:
+    client = {n: p for n, p in CLI_MODULES.items() if is_ours(n, "trainq.client")}
+
+    def allowed(target: str) -> bool:
+        return not is_ours(target, "trainq") or any(
+            is_ours(target, layer) for layer in ("trainq.client", "trainq.core")
+        )
+
+    assert violations(client, allowed) == []
+
+
+def api_paths(path: Path) -> list[str]:
+    """Where `path` has a string literal (or an f-string's first part) that begins with an
+    API path."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("/v1")
+    ]
+
+
+def test_only_the_client_names_the_apis_paths() -> None:
+    outside = [
+        place
+        for name, path in CLI_MODULES.items()
+        if not is_ours(name, "trainq.client") and not is_ours(name, "trainq.core")
+        for place in api_paths(path)
+    ]
+    assert outside == []
+    assert api_paths(CLI_ROOT / "client" / "api.py")  # the check sees them where they are
 
 
 def layer(module: str) -> int | None:
@@ -277,14 +344,14 @@ def test_the_cycle_finder_finds_cycles(tmp_path: Path) -> None:
     for name, text in sources.items():
         (tmp_path / f"{name}.py").write_text(text + "\n")
         mods[f"trainqd.fake.{name}"] = tmp_path / f"{name}.py"
-    assert cycles(mods) == [
+    assert cycles(import_graph(mods)) == [
         ["trainqd.fake.a", "trainqd.fake.b", "trainqd.fake.c"],
         ["trainqd.fake.e", "trainqd.fake.f"],
     ]
 
 
 def test_no_import_cycle_in_trainqd() -> None:
-    assert cycles(DAEMON_MODULES) == []
+    assert cycles(import_graph(DAEMON_MODULES)) == []
 
 
 def test_every_trainqd_module_has_a_layer() -> None:
