@@ -11,8 +11,8 @@
 - the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich;
 - the client layer (trainq.client) imports nothing of the commands, and only it names the
   API's paths;
-- no import cycle in trainqd, and its layers (`LAYERS`) in order: a module never imports one
-  of a higher layer.
+- no import cycle in the CLI or in trainqd (`cycles`), and trainqd's layers (`LAYERS`) in
+  order: a module never imports one of a higher layer.
 
 Imports are read from the syntax tree, so an import inside a function or under
 TYPE_CHECKING counts too.
