@@ -467,9 +467,11 @@ may_preempt = true
 """
 
 
-async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Path) -> None:
+async def test_a_job_behind_the_head_that_preempted_claims_its_victims_gpus_only(
+    tmp_path: Path,
+) -> None:
     """It preempted as a backfill for fair share: sorting first, it would take the head's
-    place, and with it the head's reservation."""
+    place, and with it the head's reservation; it claims the GPUs its victim frees."""
     async with running(tmp_path, config=SHARING) as world:
         users = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
 
@@ -487,7 +489,17 @@ async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Pat
         assert world.scheduler.waiting[short].kind == Wait.PREEMPTING_SHARE
         assert world.scheduler.waiting[head].kind == Wait.GPUS
         assert len(world.watcher.stops) == 1
-        assert world.scheduler.policy.claims == {}
+        policy = world.scheduler.policy
+        assert policy.claims == {}
+        ((victim, _, _),) = world.watcher.stops
+        assert policy.backfill_claims[short].victims == {victim}
+        for _ in range(3):  # planned again while the victim stops: nothing more preempted
+            world.plan()
+        assert len(world.watcher.stops) == 1
+        await world.watcher.end(victim, Outcome.PREEMPTED, 0)
+        world.plan()
+        assert world.state(short) == JobState.RUNNING
+        assert world.state(victim) == JobState.PENDING
 
 
 async def test_a_running_jobs_new_time_limit_reaches_its_monitor_and_the_planner(
