@@ -380,6 +380,8 @@ class Scheduler:
             except DiskFull:  # the job waits, PENDING, until its start can be recorded
                 log.warning("disk full: a job's start is put off", job_id=start.job_id)
                 self._launch_retry_at = now + FIRST_PAUSE
+        if any(start.job_id in self.metric_watch.closely for start in starts):
+            self.metric_watch.wake()  # a tune's trial: its reports are read from the start
         self._left = plan_inputs.left_after(
             planned.capacity, result, planned.pending, self.store.jobs(list(ACTIVE))
         )
