@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import (
+from tests.support.accounts import User
+from tests.support.containers import (
     CONTAINERS_CONF,
     PREPARE,
     PREPARE_TIMEOUT,
@@ -35,9 +36,8 @@ from tests.containers.support import (
     engine_turn,
     install_hint,
 )
-from tests.daemon import Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import User
+from tests.support.daemon import Daemon
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import TRAINQD, Daemon, pids_alive, python_job, supervised
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQD, Daemon, pids_alive, python_job, supervised
+from tests.support.waiting import wait_for
 from trainqd.main import EX_CONFIG
 
 REFUSED = 1  # any start refused for another reason than the configuration

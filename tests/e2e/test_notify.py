@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import TRAINQD
-from tests.helpers import WaitTimeout
+from tests.support.daemon import TRAINQD
+from tests.support.waiting import WaitTimeout
 
 READY_TIMEOUT = 20.0
 

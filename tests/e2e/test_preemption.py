@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.daemon import event_reasons as events
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.daemon import event_reasons as events
+from tests.support.waiting import wait_for
 
 CONFIG = """
 default_stop_grace_seconds = 10

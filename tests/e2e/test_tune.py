@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, event_reasons, running_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, event_reasons, running_daemon
+from tests.support.waiting import wait_for
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tune"
 OBJECTIVE = {"name": "val_loss", "regex": r"epoch (?P<step>[0-9]+) val_loss=([-+0-9.eE]+)"}

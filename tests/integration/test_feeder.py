@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers import wait_for
 from tests.integration.test_feeder_harness import (
     Workspace,
     drain,
@@ -22,6 +21,7 @@ from tests.integration.test_feeder_harness import (
     workspace,
     write_files,
 )
+from tests.support.waiting import wait_for
 
 from trainqd.monitor.feed.feeder import EXIT_FED, EXIT_STOPPED
 from trainqd.monitor.records import PipeChannel

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 from trainqd.monitor.feed.feeder import EXIT_STOPPED, run_feeder
 from trainqd.monitor.records import PipeChannel

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 from trainqd.api.listener import (
     SocketInUse,

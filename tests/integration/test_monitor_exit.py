@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from tests.integration.monitor_util import (
+from tests.support.monitor import (
     PYTHON,
     alive,
     attempt_of,

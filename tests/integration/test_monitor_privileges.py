@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.integration.monitor_util import (
+from tests.support.monitor import (
     NOBODY,
     PYTHON,
     attempt_of,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 from trainqd.monitor import procfs
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, trainer
+from tests.support.monitor import NOBODY, PYTHON, attempt_of, give_to, trainer
 
 from trainq.core import outcomes
 from trainq.core.spec import parse_spec

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.daemon import Daemon, scratch_dir, supervised
-from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, python
 from tests.integration.test_monitor_sagemaker_view import PERSONAL_DAEMON
+from tests.support.daemon import Daemon, scratch_dir, supervised
+from tests.support.monitor import NOBODY, PYTHON, attempt_of, give_to, python
 
 from trainq.core import outcomes
 from trainq.render import NO_OPT_ML_NOTE

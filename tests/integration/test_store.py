@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.schema_history import UNDO, downgrade
+from tests.support.schema_history import UNDO, downgrade
 
 from trainq.core.errors import DiskFull, NotFound
 from trainq.core.spec import JobSpec

@@ -1,5 +1,6 @@
-"""Fixtures of the multi-user tests: real users (made once per session, see accounts.py),
-a trainqd run by root as on the workstation, and directories the users can reach."""
+"""Fixtures of the multi-user tests: real users (made once per session, see
+tests/support/accounts.py), a trainqd run by root as on the workstation, and directories
+the users can reach."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.multiuser.accounts import ADMINS, Accounts, shared_accounts
+from tests.support.accounts import ADMINS, Accounts, shared_accounts
+from tests.support.daemon import Daemon, running_daemon
 
 
 @pytest.fixture(scope="session")

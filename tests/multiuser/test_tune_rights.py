@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon
 from tests.e2e.test_tune import EXAMPLE, OBJECTIVE
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import files_containing, http_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import files_containing, http_as, trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

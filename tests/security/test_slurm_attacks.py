@@ -28,10 +28,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import http_as, submit_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import http_as, submit_as, trainq_as
+from tests.support.waiting import wait_for
 from trainqd.backends.slurm import HANDOFFS_PER_USER, SlurmBackend
 
 pytestmark = pytest.mark.multiuser

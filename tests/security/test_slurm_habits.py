@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import trainq_as
 from tests.security.test_slurm_attacks import fake_slurm, slurm_daemon
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

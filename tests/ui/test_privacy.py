@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, submit_as
-from tests.ui.support import forwarder, screenshot, until
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon
+from tests.support.ui import forwarder, screenshot, until
+from tests.support.users import SYSTEM_PYTHON, submit_as
 
 pytestmark = [pytest.mark.ui, pytest.mark.multiuser]
 

@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from tests.apistub import ApiStub
+from tests.support.apistub import ApiStub
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.apistub import ApiStub, Reply, Seen
+from tests.support.apistub import ApiStub, Reply, Seen
 
 from trainq.client import Client, QueryValue, build_target, iter_lines
 from trainq.core.errors import (

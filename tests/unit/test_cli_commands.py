@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apistub import ApiStub, Reply, Seen
-from tests.helpers import wait_for
+from tests.support.apistub import ApiStub, Reply, Seen
+from tests.support.waiting import wait_for
 
 from trainq import waiting
 from trainq.cli import main

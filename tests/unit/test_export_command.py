@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apistub import ApiStub, Reply
+from tests.support.apistub import ApiStub, Reply
 
 from trainq.cli import main
 

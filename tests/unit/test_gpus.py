@@ -15,7 +15,7 @@ from typing import Any
 
 import pynvml
 import pytest
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 from trainqd.gpus import GpuBackendError, GpuUsage, NoGpuBackend, open_backend
 from trainqd.gpus.base import DISTANCE_NVLINK, DISTANCE_PCIE_SWITCH

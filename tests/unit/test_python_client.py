@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.apistub import ApiStub, Reply
-from tests.daemon import TRAINERS, Daemon
+from tests.support.apistub import ApiStub, Reply
+from tests.support.daemon import TRAINERS, Daemon
 
 from trainq import Client, Conflict, Forbidden, NotFound
 from trainq.core.states import JobState

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, scratch_dir, supervised
+from tests.support.daemon import Daemon, scratch_dir, supervised
 
 SAMPLE_SECONDS = 0.2
 

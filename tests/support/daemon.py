@@ -20,13 +20,13 @@ from typing import Any
 
 import httpx
 
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 from trainqd.monitor import cgroup
 
 BIN = Path(sys.executable).parent
 TRAINQD = str(BIN / "trainqd")
 TRAINQ = str(BIN / "trainq")
-TRAINERS = Path(__file__).parent / "trainers"
+TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
 TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
 
 

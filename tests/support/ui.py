@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import Browser, Page
 
-from tests.daemon import TRAINQ, Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQ, Daemon
+from tests.support.waiting import wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

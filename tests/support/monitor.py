@@ -15,8 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import wait_for
-
+from tests.support.waiting import wait_for
 from trainqd.attempts.watcher import StopCause
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
@@ -36,7 +35,7 @@ from trainqd.monitor.records import (
     write_record,
 )
 
-TRAINERS = Path(__file__).resolve().parent.parent / "trainers"
+TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
 # The system's Python for trainers: readable by every user (the virtualenv's interpreter
 # may live in a directory only root can enter), and a program the job's PATH finds.
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.waiting import wait_for
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "containers"
 PREPARE = HERE / "prepare"
 CONTAINERS_CONF = HERE / "containers.conf"
 IMAGE = "localhost/trainq-test:latest"

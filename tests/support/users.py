@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import TRAINQ, Daemon
-from tests.multiuser.accounts import User
+from tests.support.accounts import User
+from tests.support.daemon import TRAINQ, Daemon
 
-TRAINERS = Path(__file__).parent / "trainers"
+TRAINERS = Path(__file__).resolve().parents[1] / "multiuser" / "trainers"
 # The client script needs the standard library alone: the system's interpreter runs it, which
 # every user can (the project's may live where only root can enter).
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable

@@ -8,9 +8,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
 from tests.slurm.conftest import Slurm
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.waiting import wait_for
 
 POLL = 0.2  # slurm_poll_seconds: Slurm's answers are followed this often
 
