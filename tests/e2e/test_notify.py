@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,15 +54,6 @@ class FakeManager:
 
     def close(self) -> None:
         self.sock.close()
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="tqn", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

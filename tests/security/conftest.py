@@ -5,14 +5,14 @@ it fails and that trainqd goes on serving the other users."""
 
 from __future__ import annotations
 
-from tests.containers.conftest import (
+from tests.support.fixtures.containers import (
     docker_daemon,
     docker_service,
     engine,
     podman_daemon,
     submitter,
 )
-from tests.multiuser.conftest import accounts, shared_dir, workstation
+from tests.support.fixtures.multiuser import accounts, shared_dir, workstation
 
 __all__ = [
     "accounts",

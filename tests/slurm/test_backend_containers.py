@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import Slurm
 from tests.support.accounts import Accounts
 from tests.support.containers import Engine, attempt_log, container_job
 from tests.support.daemon import Daemon
-from tests.support.slurm import slurm_job_of, slurm_trainqd
+from tests.support.slurm import Slurm, slurm_job_of, slurm_trainqd
 from tests.support.users import submit_as, trainq_as
 from trainq.core.spec import parse_spec
 from trainqd.attempts import contract

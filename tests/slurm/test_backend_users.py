@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import Slurm
 from tests.support.accounts import ADMINS, Accounts
 from tests.support.daemon import Daemon, trainer
-from tests.support.slurm import POLL, slurm_job_of, slurm_trainqd
+from tests.support.slurm import POLL, Slurm, slurm_job_of, slurm_trainqd
 from tests.support.users import trainq_as
 from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.slurm.conftest import Slurm
+from tests.support.slurm import Slurm
 from tests.support.waiting import wait_for
 from trainq.commands import Context
 from trainq.core.spec import parse_spec

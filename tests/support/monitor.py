@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.waiting import wait_for
+from trainq.core import outcomes
 from trainqd.attempts.watcher import StopCause
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
@@ -42,6 +43,38 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT = Credentials(uid=0, gid=0, groups=[0], user="root", home="/root")
 NOBODY = Credentials(uid=65534, gid=65534, groups=[65534], user="nobody", home="/nonexistent")
+
+# A monitor started as a personal trainqd (not root) starts it: the Launch on stdin, trainqd's
+# package and trainq's (the monitor speaks trainq.core.outcomes) on the path in argv.
+PERSONAL_DAEMON = """
+import sys
+sys.path[:0] = sys.argv[1:]
+from trainqd.monitor import spawn
+from trainqd.monitor.records import Launch
+monitor = spawn.start_monitor(Launch.from_json(sys.stdin.buffer.read()))
+sys.exit(monitor.wait(15))
+"""
+
+
+def personal_monitor() -> list[str]:
+    """The argv of PERSONAL_DAEMON, with the packages' parents it puts on the path."""
+    package_parent = Path(procfs.__file__).resolve().parents[2]
+    core_parent = Path(outcomes.__file__).resolve().parents[2]
+    return [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)]
+
+
+def run_as_nobody(launch_json: bytes) -> subprocess.CompletedProcess[bytes]:
+    """A personal trainqd's monitor for `launch_json`, run as nobody to its end."""
+    return subprocess.run(
+        personal_monitor(),
+        input=launch_json,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def trainer(name: str, *args: str) -> list[str]:

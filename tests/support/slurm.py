@@ -1,16 +1,71 @@
-"""What the tests of trainqd's Slurm back end share: a real trainqd handing its jobs to the
-test's Slurm, and where it keeps the Slurm job of each attempt."""
+"""What the Slurm tests share: the test's single-host Slurm (the repository's
+`scripts/slurm-local`: slurmctld, slurmd and munge under a scratch directory, fake GPUs, its
+own ports), a real trainqd handing its jobs to it, and where it keeps the Slurm job of each
+attempt."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from tests.slurm.conftest import Slurm
 from tests.support.daemon import Daemon, running_daemon
 from tests.support.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SLURM_LOCAL = REPO / "scripts" / "slurm-local"
+GPUS = 2
+START_TIMEOUT = 90
+
+
+@dataclass(frozen=True)
+class Slurm:
+    base: Path
+    env: dict[str, str]
+
+    def run(self, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(argv),
+            env=self.env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def job_fields(self, job_id: str) -> dict[str, str]:
+        """`scontrol show job` as a dict ({} once Slurm has forgotten the job)."""
+        shown = self.run("scontrol", "show", "job", "-o", job_id)
+        fields: dict[str, str] = {}
+        for word in shown.stdout.split():
+            key, sep, value = word.partition("=")
+            if sep:
+                fields.setdefault(key, value)
+        return fields
+
+
+def free_port_pair() -> int:
+    """A port P with P and P + 1 free (slurmctld and slurmd)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port >= 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free consecutive ports")
+
 
 POLL = 0.2  # slurm_poll_seconds: Slurm's answers are followed this often
 

@@ -1,20 +1,7 @@
-"""Fixtures of the unit tests."""
+"""Fixtures of the unit tests: one module at a time, in this process, starting no process."""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator
+from tests.support.fixtures.apistub import stub
 
-import pytest
-from tests.support.apistub import ApiStub
-
-
-@pytest.fixture
-def stub() -> Iterator[ApiStub]:
-    with tempfile.TemporaryDirectory(prefix="tq-", dir="/tmp") as tmp:
-        api = ApiStub(os.path.join(tmp, "api.sock"))
-        try:
-            yield api
-        finally:
-            api.close()
+__all__ = ["stub"]

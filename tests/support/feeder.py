@@ -1,6 +1,6 @@
 """Running the Pipe mode feeder the way a job's monitor runs it, and reading its FIFOs.
 
-No tests here: the feeder test modules share these helpers. A feeder runs in a forked
+A feeder runs in a forked
 child that optionally drops to another user, calls run_feeder and os._exit's with its
 result, exactly as the monitor does; its stderr goes to a file so that tests can check
 it stayed quiet.
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.waiting import wait_for
-
 from trainqd.monitor.feed.feeder import EXIT_STOPPED, run_feeder
 from trainqd.monitor.records import PipeChannel
 
