@@ -16,12 +16,16 @@ from typing import Any
 
 import pytest
 
-from tests.containers.test_restart import RELEASE, running_container
-from tests.multiuser.test_authorization import start_sleeper
 from tests.support.accounts import ADMINS, Accounts, User
-from tests.support.containers import Engine, container_job, engine_daemon
+from tests.support.containers import (
+    RELEASE,
+    Engine,
+    container_job,
+    engine_daemon,
+    running_container,
+)
 from tests.support.daemon import Daemon, event_reasons, pids_alive, running_daemon
-from tests.support.users import http_as, trainq_as
+from tests.support.users import http_as, start_sleeper, trainq_as
 from tests.support.waiting import wait_for
 from tests.support.watching import watched_daemon, write_readings
 

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.multiuser.test_authorization import start_sleeper
 from tests.support.accounts import ADMINS, Accounts, User
 from tests.support.daemon import Daemon, running_daemon
-from tests.support.users import SYSTEM_PYTHON, http_as, submit_as, trainq_as
+from tests.support.users import SYSTEM_PYTHON, http_as, start_sleeper, submit_as, trainq_as
 from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
