@@ -116,6 +116,13 @@ def scheduler_for(
     )
 
 
+def trainqd_api(tmp: Path) -> Api:
+    """trainqd's API as `trainqd` builds it, over a scheduler that is not started: its
+    route table, for the tests of the router and of the OpenAPI document."""
+    scheduler = scheduler_for(tmp, Store.open(tmp / "jobs.db"), FakeWatchers())
+    return api_for(scheduler, time.time())
+
+
 async def start(
     tmp: Path, tg: TaskGroup, store: Store, alive: set[int], config_text: str = ""
 ) -> World:
