@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from tests.support.feeder import Workspace, workspace
 from tests.support.fixtures.apistub import stub
+from tests.support.fixtures.cli import cli_environment
 from tests.support.fixtures.store import store
 
-__all__ = ["space", "store", "stub"]
+__all__ = ["cli_environment", "space", "store", "stub"]
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from tests.support.feeder import (
     Workspace,
     drain,
@@ -20,7 +21,6 @@ from tests.support.feeder import (
     write_files,
 )
 from tests.support.waiting import wait_for
-
 from trainqd.monitor.feed.feeder import EXIT_FED, EXIT_STOPPED
 from trainqd.monitor.records import PipeChannel
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
+
 from tests.support.feeder import (
     NOBODY,
     Workspace,
     read_fifo,
     write_files,
 )
-
 from trainqd.monitor.feed.feeder import EXIT_FAILED
 from trainqd.monitor.records import PipeChannel
 

@@ -13,8 +13,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from tests.support.feeder import Workspace, read_fifo, write_files
 
+from tests.support.feeder import Workspace, read_fifo, write_files
 from trainqd.monitor import recordio
 from trainqd.monitor.feed import feeder
 from trainqd.monitor.feed.feeder import EXIT_FED

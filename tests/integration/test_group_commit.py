@@ -12,8 +12,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.support.factories import OWNER
 
+from tests.support.factories import OWNER
 from trainq.core.errors import DiskFull
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState

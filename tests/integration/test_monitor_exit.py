@@ -16,7 +16,6 @@ from tests.support.monitor import (
     python,
     trainer,
 )
-
 from trainqd.monitor import procfs
 from trainqd.monitor.records import REASON_CHARS
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from tests.support.monitor import (
     NOBODY,
     attempt_of,
@@ -15,7 +16,6 @@ from tests.support.monitor import (
     run_as_nobody,
     trainer,
 )
-
 from trainqd.monitor.records import EXIT_RECORD, MONITOR_LOG, STDERR, STDOUT, FileChannel
 
 pytestmark = pytest.mark.multiuser

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.support.monitor import NOBODY, attempt_of, give_to, run_as_nobody, trainer
 
+from tests.support.monitor import NOBODY, attempt_of, give_to, run_as_nobody, trainer
 from trainq.core.spec import parse_spec
 from trainqd.attempts.contract import config_files
 from trainqd.monitor.privileges import SAGEMAKER_ROOT

@@ -19,7 +19,6 @@ from tests.support.monitor import (
     trainer,
 )
 from tests.support.waiting import wait_for
-
 from trainqd.monitor import procfs
 from trainqd.monitor.records import (
     EXIT_RECORD,

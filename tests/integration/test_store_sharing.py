@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.support.factories import OWNER
 
+from tests.support.factories import OWNER
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState

@@ -11,7 +11,6 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.support.daemon import TRAINQD
-
 from trainq.core.paths import SYSTEM_CONFIG, SYSTEM_SOCKET, SYSTEM_STATE_DIR
 from trainqd.main import EX_CONFIG
 

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from tests.support.fixtures.apistub import stub
+from tests.support.fixtures.cli import cli_environment
 
-__all__ = ["stub"]
+__all__ = ["cli_environment", "stub"]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
-from tests.support.inprocess import trainqd_api
 
+from tests.support.inprocess import trainqd_api
 from trainq.core.errors import InvalidRequest, InvalidSpec, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.wire import StopRequest

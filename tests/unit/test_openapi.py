@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.support.inprocess import trainqd_api
 
+from tests.support.inprocess import trainqd_api
 from trainqd.api.openapi import build_openapi
 from trainqd.api.routing import Route
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 import signal
 
 from tests.support.factories import attempt, job, record
-
 from trainq.core.states import JobState
 from trainqd.scheduling.outcomes import LOST_REASON, judge_end
 

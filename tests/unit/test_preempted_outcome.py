@@ -9,7 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.support.factories import attempt, job, record
-
 from trainq.core.outcomes import Outcome
 from trainq.core.states import JobState
 from trainqd.monitor.outcome import Stop, conclude, not_started, read_stop_request
