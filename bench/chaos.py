@@ -54,8 +54,7 @@ from bench.chaos_ledger import Ledger, judge_against_api, judge_attempts, judge_
 from bench.chaos_procs import Proc, ProcessView
 from bench.chaos_users import Agent, Answer
 from tests.support.accounts import Accounts, User
-from tests.support.daemon import Daemon, kill_all_jobs, scratch_dir
-from tests.support.users import SYSTEM_PYTHON
+from tests.support.daemon import SYSTEM_PYTHON, Daemon, kill_all_jobs, scratch_dir
 from tests.support.waiting import WaitTimeout
 
 TRAINER = Path(__file__).resolve().parent / "trainers" / "chaos_trainer.py"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.accounts import User
-from tests.support.users import SYSTEM_PYTHON
+from tests.support.daemon import SYSTEM_PYTHON
 
 _AGENT = """
 import http.client, json, socket, sys

@@ -27,6 +27,9 @@ BIN = Path(sys.executable).parent
 TRAINQD = str(BIN / "trainqd")
 TRAINQ = str(BIN / "trainq")
 TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
+# The system's Python, for what other users run: readable by every user (the project's
+# interpreter may live in a directory only root can enter), and a program a job's PATH finds.
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.accounts import Accounts
+from tests.support.daemon import scratch_dir
 
 # Run as the job's owner: what it prints is hers to choose (here, through a file of hers).
 SBATCH = """#!/bin/sh
@@ -46,8 +46,7 @@ echo "done uid=$(id -u) $*" >>{log}
 def fake_slurm_commands(accounts: Accounts) -> Iterator[Path]:
     """sbatch, squeue and scancel in <base>/bin, scancel.log and peaks beside them, and
     tq-alice's own directory (<base>/alice) where she may leave a forged answer."""
-    base = Path(tempfile.mkdtemp(prefix="tqslurm", dir="/tmp"))
-    os.chmod(base, 0o755)  # noqa: S103 (the users run these commands)
+    base = scratch_dir("tqslurm")  # the users run these commands
     log = base / "scancel.log"
     log.touch()
     os.chmod(log, 0o666)  # noqa: S103 (written by whoever scancel runs as)

@@ -16,7 +16,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.daemon import scratch_dir
 from tests.support.waiting import wait_for
 from trainqd.monitor.feed.feeder import EXIT_STOPPED, run_feeder
 from trainqd.monitor.records import PipeChannel
@@ -178,8 +178,7 @@ class Workspace:
 
 @contextlib.contextmanager
 def workspace() -> Iterator[Workspace]:
-    root = Path(tempfile.mkdtemp(prefix="tq-feed-", dir="/tmp"))
-    root.chmod(0o755)
+    root = scratch_dir("tq-feed-")
     space = Workspace(root)
     try:
         space.data_dir.mkdir(parents=True)

@@ -7,14 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tests.support.daemon import SYSTEM_PYTHON, TRAINERS, scratch_dir
 from tests.support.waiting import wait_for
 from trainq.core import outcomes
 from trainqd.attempts.watcher import StopCause
@@ -36,10 +35,7 @@ from trainqd.monitor.records import (
     write_record,
 )
 
-TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
-# The system's Python for trainers: readable by every user (the virtualenv's interpreter
-# may live in a directory only root can enter), and a program the job's PATH finds.
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+PYTHON = SYSTEM_PYTHON  # the trainers' interpreter, which every owner may run
 PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT = Credentials(uid=0, gid=0, groups=[0], user="root", home="/root")
 NOBODY = Credentials(uid=65534, gid=65534, groups=[65534], user="nobody", home="/nonexistent")
@@ -197,8 +193,7 @@ def make_launch(root: Path, argv: list[str], **changes: Any) -> Launch:
 def attempt_of(argv: list[str], **changes: Any) -> Iterator[Attempt]:
     """A fresh directory with an Attempt for `argv` (not started yet); everything it
     started is killed and its directory removed afterwards."""
-    root = Path(tempfile.mkdtemp(prefix="tq-mon-", dir="/tmp"))
-    os.chmod(root, 0o755)  # noqa: S103 (a job's owner other than root must get in)
+    root = scratch_dir("tq-mon-")  # a job's owner other than root must get in
     attempt = Attempt(root, make_launch(root, argv, **changes))
     try:
         yield attempt

@@ -5,19 +5,15 @@ daemon learns who asks from the kernel (SO_PEERCRED) exactly as in production.""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from tests.support.accounts import User
-from tests.support.daemon import TRAINQ, Daemon, trainer
+from tests.support.daemon import SYSTEM_PYTHON, TRAINQ, Daemon, trainer
 from tests.support.waiting import wait_for
 
 TRAINERS = Path(__file__).resolve().parents[1] / "multiuser" / "trainers"
-# The client script needs the standard library alone: the system's interpreter runs it, which
-# every user can (the project's may live where only root can enter).
-SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 
 # Standard library only, started with -I: nothing of the user's environment takes part.
 _HTTP_CLIENT = """
