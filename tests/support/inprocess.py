@@ -21,7 +21,7 @@ from trainq.core.states import JobState
 from trainqd.access.authorization import Authorizer
 from trainqd.access.identity import account
 from trainqd.api.handlers.jobs import Api
-from trainqd.api.routing import Caller, Request, Response
+from trainqd.api.routing import Caller, Request, Response, Router
 from trainqd.attempts.fake_watcher import FakeWatcher, FakeWatchers
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.config import load_config
@@ -62,7 +62,11 @@ class World:
     def state(self, job_id: int) -> JobState:
         return self.store.get(job_id).state
 
-    async def call(self, method: str, path: str, body: Any = None, **params: str) -> Any:
+    async def call(self, method: str, pattern: str, body: Any = None, **params: str) -> Any:
+        """The handler's answer to `method` on `pattern` with `params` filled in, found by
+        trainqd's router as a request on the socket would be."""
+        path = pattern.format(**params)
+        route, matched = Router(self.api.routes()).match(method, path)
         request = Request(
             method,
             path,
@@ -70,14 +74,11 @@ class World:
             [("content-type", "application/json")],
             b"" if body is None else json.dumps(body).encode(),
             Caller(ME.uid, ME.gid, os.getpid()),
-            params,
+            matched,
         )
-        for route in self.api.routes():
-            if route.method == method and route.pattern == path:
-                response = await route.handler(request)
-                assert isinstance(response, Response)
-                return response.body
-        raise AssertionError(f"no route {method} {path}")
+        response = await route.handler(request)
+        assert isinstance(response, Response)
+        return response.body
 
 
 def config_for(tmp: Path, text: str = "") -> Any:
