@@ -1,10 +1,10 @@
 """The scheduler, the API's handlers and the store in one process, on one event loop.
 
-The real `Scheduler`, `Api` and `Store` (a temporary SQLite file) with the fake GPU backend;
-only the monitors are stood in for: `trainqd.attempts.fake_watcher.FakeWatcher` implements
-the scheduler's `Watcher` protocol, records what it is asked, and ends attempts when the test
-says so (tests/support/inprocess.py puts them together). Each test is a sequence of submits,
-ends, stops, restarts and time limits, and takes milliseconds.
+The real parts as app.py builds them (a temporary SQLite file for the store) with the fake
+GPU backend; only the monitors are stood in for: `trainqd.attempts.fake_watcher.FakeWatcher`
+implements the scheduler's `Watcher` protocol, records what it is asked, and ends attempts
+when the test says so (tests/support/inprocess.py puts them together). Each test is a
+sequence of submits, ends, stops, restarts and time limits, and takes milliseconds.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ async def test_trainqs_own_stop_of_an_idle_job_uses_the_jobs_grace(tmp_path: Pat
         job = world.submit(gpus=1, stop_grace_seconds=4.0)
         world.plan()
         reason = "stopped by trainq: its GPUs were idle for 1s"
-        world.scheduler.stopping.stop_by_trainq(job, time.time(), "GPUs idle", reason)
+        world.daemon.stopping.stop_by_trainq(job, time.time(), "GPUs idle", reason)
         assert world.state(job) == JobState.STOPPING
         assert world.watcher.stops == [(job, 4.0, "user")]
         await world.watcher.end(job, Outcome.STOPPED, 0)
@@ -242,7 +242,7 @@ async def test_the_job_preempted_for_goes_first_until_it_changes(tmp_path: Path)
     """Its claim on the victims' GPUs lasts while they stop and CLAIM_SLACK after, and ends
     with any change to the job: a hold (or an update) cannot keep it to jump the queue."""
     async with running(tmp_path, config=PREEMPTING) as world:
-        policy = world.scheduler.policy
+        policy = world.daemon.policy
         victim = world.submit(gpus=2)
         world.plan()
         urgent = world.submit(gpus=1, job_class="high")
@@ -275,11 +275,11 @@ async def test_a_claim_lapses_once_the_victims_are_gone(tmp_path: Path) -> None:
         world.plan()
         urgent = world.submit(gpus=1, job_class="high")
         world.plan()
-        until = world.scheduler.policy.claims[urgent].until
-        world.scheduler.policy.prepare([], {}, until - 1)  # the victim has ended
-        assert urgent in world.scheduler.policy.claims
-        world.scheduler.policy.prepare([], {}, until)
-        assert urgent not in world.scheduler.policy.claims
+        until = world.daemon.policy.claims[urgent].until
+        world.daemon.policy.prepare([], {}, until - 1)  # the victim has ended
+        assert urgent in world.daemon.policy.claims
+        world.daemon.policy.prepare([], {}, until)
+        assert urgent not in world.daemon.policy.claims
 
 
 SHARING = """
@@ -313,7 +313,7 @@ async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Pat
         assert world.scheduler.waiting[short].kind == Wait.PREEMPTING_SHARE
         assert world.scheduler.waiting[head].kind == Wait.GPUS
         assert len(world.watcher.stops) == 1
-        assert world.scheduler.policy.claims == {}
+        assert world.daemon.policy.claims == {}
 
 
 async def test_a_running_jobs_new_time_limit_reaches_its_monitor_and_the_planner(

@@ -1,5 +1,5 @@
-"""The scheduler, the API's handlers and the store in one process, on the test's event loop:
-the real `Scheduler`, `Api` and `Store` with fake GPUs and fake monitors
+"""trainqd's parts in one process, on the test's event loop: every part as app.py builds it
+(the store in a temporary SQLite file) with fake GPUs and fake monitors
 (`trainqd.attempts.fake_watcher`)."""
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from trainqd.access.authorization import Authorizer
 from trainqd.access.identity import account
 from trainqd.api.handlers.jobs import Api
 from trainqd.api.routing import Caller, Request, Response, Router
+from trainqd.app import Daemon, build
 from trainqd.attempts.fake_watcher import FakeWatcher, FakeWatchers
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.config import load_config
 from trainqd.gpus.fake import FakeGpuBackend
-from trainqd.main import api_for
-from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.scheduler import Scheduler
 from trainqd.store.store import JobOwner, Store
 
@@ -38,14 +37,21 @@ OWNER = JobOwner(ME.uid, ME.gid, ME.user)
 
 @dataclass
 class World:
-    """A running scheduler, its store and API, and the fake monitors' watchers (one per
-    start of the scheduler)."""
+    """A running trainqd's parts (`app.Daemon`), its store, and the fake monitors' watchers
+    (one per start)."""
 
     tmp: Path
     store: Store
-    scheduler: Scheduler
-    api: Api
+    daemon: Daemon
     watchers: list[FakeWatcher]
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.daemon.scheduler
+
+    @property
+    def api(self) -> Api:
+        return self.daemon.api
 
     @property
     def watcher(self) -> FakeWatcher:
@@ -100,36 +106,33 @@ async def running(
         tg.cancel_scope.cancel()
 
 
-def scheduler_for(
-    tmp: Path, store: Store, watchers: FakeWatchers, config_text: str = ""
-) -> Scheduler:
-    """A scheduler (not started) on `store`, with two fake GPUs and fake monitors."""
+def build_for(tmp: Path, store: Store, watchers: FakeWatchers, config_text: str = "") -> Daemon:
+    """Every part (not started) on `store`, with two fake GPUs and fake monitors."""
     dirs = JobDirs(tmp / "jobs")
     dirs.ensure_root()
-    return Scheduler(
+    return build(
         config=config_for(tmp, config_text),
         store=store,
         gpus=FakeGpuBackend.with_count(2),
         dirs=dirs,
-        notifier=ChangeNotifier(),
         authorizer=Authorizer(None),
+        started_at=time.time(),
         watcher=watchers,
     )
 
 
 def trainqd_api(tmp: Path) -> Api:
-    """trainqd's API as `trainqd` builds it, over a scheduler that is not started: its
-    route table, for the tests of the router and of the OpenAPI document."""
-    scheduler = scheduler_for(tmp, Store.open(tmp / "jobs.db"), FakeWatchers())
-    return api_for(scheduler, time.time())
+    """trainqd's API as app.py builds it, its parts not started: its route table, for the
+    tests of the router and of the OpenAPI document."""
+    return build_for(tmp, Store.open(tmp / "jobs.db"), FakeWatchers()).api
 
 
 async def start(
     tmp: Path, tg: TaskGroup, store: Store, alive: set[int], config_text: str = ""
 ) -> World:
-    """A scheduler started in `tg` on `store`, with two fake GPUs; `alive`: the monitors
-    it may find again."""
+    """Every part started in `tg` on `store`, with two fake GPUs; `alive`: the monitors it
+    may find again."""
     watchers = FakeWatchers(alive)
-    scheduler = scheduler_for(tmp, store, watchers, config_text)
-    await tg.start(scheduler.run)
-    return World(tmp, store, scheduler, api_for(scheduler, time.time()), watchers.made)
+    daemon = build_for(tmp, store, watchers, config_text)
+    await tg.start(daemon.run)
+    return World(tmp, store, daemon, watchers.made)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import click
 import pytest
+import typer
 
 from trainq import __version__, cli
 from trainq.cli import main
-from trainq.specfile import ChannelFlag
+from trainq.specfile import SPEC_FLAGS, ChannelFlag
 
 pytestmark = pytest.mark.usefixtures("cli_environment")
 
@@ -120,7 +122,17 @@ USAGE_ERRORS = [
     ("stop --nmae x", "stop: unrecognized arguments: --nmae; did you mean '--name'?"),
     (
         "export --to slurm --gpu 2",
-        ": unrecognized arguments: --gpu; did you mean '--gpus'?",
+        "export: unrecognized arguments: --gpu; did you mean '--gpus'?",
+    ),
+    ("export --gpus 2", "export: the following arguments are required: --to"),
+    (
+        "export --to nomad",
+        "export: argument --to: invalid choice: 'nomad' "
+        "(choose from 'slurm', 'kubernetes', 'sagemaker')",
+    ),
+    (
+        "export --to slurm --volume train=",
+        "export: argument --volume: nothing after '=' in 'train='",
     ),
     (
         "logs 1 --since yesterday",
@@ -216,3 +228,18 @@ def test_the_socket_from_the_environment(
         f"trainqd at {tmp_path}/flag.sock:"
         in run(["health", "--socket", str(tmp_path / "flag.sock")], capsys)[2]
     )
+
+
+def test_submit_and_export_take_each_spec_flag_as_declared() -> None:
+    group = typer.main.get_command(cli.app)
+    assert isinstance(group, click.Group)
+    for command in ("submit", "export"):
+        options = {
+            opt: param
+            for param in group.commands[command].params
+            for opt in (*param.opts, *param.secondary_opts)
+        }
+        for flag in SPEC_FLAGS:
+            option = options[flag.flag.split("/")[0]]
+            assert isinstance(option, click.Option)
+            assert (option.name, option.help) == (flag.param, flag.help), command
