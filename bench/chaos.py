@@ -53,10 +53,9 @@ from bench.chaos_accounts import ADMINS, Busy, chaos_accounts
 from bench.chaos_ledger import Ledger, judge_against_api, judge_attempts, judge_gpu_sharing
 from bench.chaos_procs import Proc, ProcessView
 from bench.chaos_users import Agent, Answer
-from tests.daemon import Daemon, kill_all_jobs, scratch_dir
-from tests.helpers import WaitTimeout
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import SYSTEM_PYTHON, Daemon, kill_all_jobs, scratch_dir
+from tests.support.waiting import WaitTimeout
 
 TRAINER = Path(__file__).resolve().parent / "trainers" / "chaos_trainer.py"
 CONFIG = f"""

@@ -5,7 +5,7 @@
 
 Accounts of its own, not the multi-user tests' (which other test runs on the machine may be
 using at the same moment): the soak checks that no process of its users outlives their jobs,
-which only holds if nothing else runs as them. They are made as tests/multiuser/accounts.py
+which only holds if nothing else runs as them. They are made as tests/support/accounts.py
 makes its users, and inside its `shared_accounts`, which opens the directories every user
 must pass through to run the interpreter and read the repository, and closes them again
 when the last one out leaves. One soak runs at a time on a machine (LOCK).
@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.multiuser.accounts import Accounts, User, shared_accounts
+from tests.support.accounts import Accounts, User, shared_accounts
 
 ADMINS = "tqchaos-admins"
 ANN, BEN, CAT = "tqchaos-ann", "tqchaos-ben", "tqchaos-cat"

@@ -1,5 +1,5 @@
 """The chaos soak's users acting on trainqd: one agent process per real unix user (the
-accounts of tests/multiuser/accounts.py), so trainqd learns who asks from the kernel
+accounts of tests/support/accounts.py), so trainqd learns who asks from the kernel
 (SO_PEERCRED) as in production.
 
 The agent is the system interpreter with the standard library alone: it reads one request a
@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.multiuser.accounts import User
-from tests.multiuser.support import SYSTEM_PYTHON
+from tests.support.accounts import User
+from tests.support.daemon import SYSTEM_PYTHON
 
 _AGENT = """
 import http.client, json, socket, sys

@@ -54,7 +54,7 @@ from common import (
 )
 from dispatch import daemon_times, monitor_times
 
-# The lock the container tests hold while they use the engine (tests/containers/support.py):
+# The lock the container tests hold while they use the engine (tests/support/containers.py):
 # their daemons and this one would otherwise take each other's container names.
 ENGINE_LOCK = Path("/run/trainq-containers.lock")
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ import anyio
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 
 from trainq.core.spec import JobSpec
 from trainqd.api.listener import bind_unix_socket

@@ -29,7 +29,7 @@ from playwright.sync_api import Browser, sync_playwright
 from common import Summary, load, machine, ratio, running_daemon, trainq_argv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.ui.support import CHROMIUM, CHROMIUM_ARGS
+from tests.support.ui import CHROMIUM, CHROMIUM_ARGS
 
 _MEASURE = """() => {
   const paint = performance.getEntriesByName("first-contentful-paint")[0];

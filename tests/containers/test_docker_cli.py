@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import (
+from tests.support.containers import (
     IMAGE,
     NO_ENTRYPOINT_IMAGE,
     DockerService,
@@ -17,8 +17,8 @@ from tests.containers.support import (
     container_job,
     ml_path,
 )
-from tests.daemon import Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon
+from tests.support.waiting import wait_for
 from trainqd.attempts import engine as engines
 
 pytestmark = pytest.mark.containers

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import (
+from tests.support.containers import (
     IMAGE,
     NO_ENTRYPOINT_IMAGE,
     DockerService,
@@ -19,8 +19,8 @@ from tests.containers.support import (
     container_job,
     engine_daemon,
 )
-from tests.daemon import Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.containers
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import SUBMITTER_GROUP, attempt_log, container_job
-from tests.daemon import Daemon
-from tests.multiuser.accounts import User
-from tests.multiuser.support import http_as
+from tests.support.accounts import User
+from tests.support.containers import SUBMITTER_GROUP, attempt_log, container_job
+from tests.support.daemon import Daemon
+from tests.support.users import http_as
 
 pytestmark = pytest.mark.containers
 

@@ -11,24 +11,18 @@ import signal
 
 import pytest
 
-from tests.containers.support import Engine, attempt_log, container_job, ml_path
-from tests.daemon import Daemon
-from tests.helpers import wait_for
+from tests.support.containers import (
+    RELEASE,
+    Engine,
+    attempt_log,
+    container_job,
+    ml_path,
+    running_container,
+)
+from tests.support.daemon import Daemon
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.containers
-
-RELEASE = "/opt/ml/checkpoints/release"  # until_released.py ends once this exists
-
-
-def running_container(daemon: Daemon, engine: Engine, job_id: int, attempt: int) -> str:
-    pid_file = ml_path(daemon, job_id, "output", "data", "pid")
-    wait_for(pid_file.exists, timeout=15, what=f"attempt {attempt} of job {job_id} to start")
-    name = str(daemon.job(job_id)["attempts"][attempt - 1]["container"])
-    state = engine.container_state(name)
-    assert state is not None
-    assert state["Running"] is True, state
-    pid_file.unlink()  # so that the next attempt's start can be seen
-    return name
 
 
 def test_a_container_job_completes_across_a_daemon_kill(

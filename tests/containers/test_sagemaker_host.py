@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.containers.support import attempt_log, container_job
-from tests.daemon import Daemon
+from tests.support.containers import attempt_log, container_job
+from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.containers
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.containers.support import attempt_log
-from tests.daemon import Daemon
+from tests.support.containers import attempt_log
+from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.containers
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.daemon import Daemon, python_job
+from tests.support.daemon import Daemon, python_job
 from trainq import Client
 from trainq.core.errors import ExitCode
 

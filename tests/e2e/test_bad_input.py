@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import TRAINQ, Daemon
+from tests.support.daemon import TRAINQ, Daemon
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from tests.daemon import Daemon, trainer
+from tests.support.daemon import Daemon, trainer
 
 
 def test_trainer_finds_the_contract(daemon: Daemon, tmp_path: Path) -> None:

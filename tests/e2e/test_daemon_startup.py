@@ -7,33 +7,20 @@ The configuration file's keys apply, and flags override them."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import stat
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon import TRAINQD, Daemon, pids_alive, python_job, supervised
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQD, Daemon, pids_alive, python_job, supervised
+from tests.support.waiting import wait_for
 from trainqd.main import EX_CONFIG
 
 REFUSED = 1  # any start refused for another reason than the configuration
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    """A short directory for sockets (sun_path holds 108 bytes; pytest's tmp_path is long)."""
-    path = Path(tempfile.mkdtemp(prefix="tqs", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 started = supervised

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.waiting import wait_for
 from trainq import Client
 from trainq.core.errors import ExitCode
 

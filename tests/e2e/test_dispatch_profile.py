@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.daemon import TERMINAL, running_daemon
+from tests.support.daemon import TERMINAL, running_daemon
 
 MONITOR_STEPS = {"forked", "launch read", "record space reserved", "trainer spawned", "exit"}
 # The end is settled once the job reads COMPLETED, and its log line may follow a moment

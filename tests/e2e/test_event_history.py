@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.waiting import wait_for
 
 MAX_EVENTS = 40
 PRUNED_HEADER = "trainq-events-pruned-before"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.daemon import Daemon, python_job
+from tests.support.daemon import Daemon, python_job
 
 
 def test_failure_file_becomes_the_reason(daemon: Daemon) -> None:

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.daemon import TRAINERS, Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINERS, Daemon
+from tests.support.waiting import wait_for
 
 WORKERS = 8
 ACKED = 400  # acknowledged submissions before the kill

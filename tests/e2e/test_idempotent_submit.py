@@ -9,8 +9,8 @@ import signal
 import subprocess
 from typing import Any
 
-from tests.daemon import TRAINQ, Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQ, Daemon
+from tests.support.waiting import wait_for
 from trainq import Client
 
 

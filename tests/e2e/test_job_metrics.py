@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon
+from tests.support.waiting import wait_for
 
 # Prints `epoch N val_loss=V` and appends {"step": N, "acc": A} to metrics.jsonl; with a
 # release file, waits for it after the first three epochs.

@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 RECORD_ENV = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.daemon import Daemon, pids_alive, python_job
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, pids_alive, python_job
+from tests.support.waiting import wait_for
 
 
 def test_time_limit_stops_the_job(daemon: Daemon) -> None:

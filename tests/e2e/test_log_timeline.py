@@ -10,8 +10,8 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from tests.daemon import TRAINQ, Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQ, Daemon
+from tests.support.waiting import wait_for
 from trainq import Client
 
 # Each write waits until the monitor has relayed it (one more record in the timeline), so

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.daemon import TRAINQ, Daemon, python_job
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQ, Daemon, python_job
+from tests.support.waiting import wait_for
 
 TALKER = """
 import os, sys, time

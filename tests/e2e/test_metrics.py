@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.daemon import Daemon, python_job, running_daemon, scratch_dir
-from tests.e2e.watching import watched_daemon, write_readings
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job, running_daemon, scratch_dir
+from tests.support.waiting import wait_for
+from tests.support.watching import watched_daemon, write_readings
 
 BUSY = {"utilization": 87, "memory_used_mib": 20480, "power_watts": 300.5}
 IDLE = {"utilization": 1, "memory_used_mib": 512, "power_watts": 60}

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.daemon import TRAINQD
-from tests.helpers import WaitTimeout
+from tests.support.daemon import TRAINQD
+from tests.support.waiting import WaitTimeout
 
 READY_TIMEOUT = 20.0
 
@@ -56,15 +54,6 @@ class FakeManager:
 
     def close(self) -> None:
         self.sock.close()
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="tqn", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job
+from tests.support.daemon import Daemon, python_job
 
 QUEUED = 249  # behind one blocker: 250 jobs in all
 

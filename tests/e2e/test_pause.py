@@ -8,9 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from tests.daemon import Daemon, python_job
-from tests.daemon import event_reasons as events
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job
+from tests.support.daemon import event_reasons as events
+from tests.support.waiting import wait_for
 
 
 def running_checkpointer(daemon: Daemon, **spec: object) -> tuple[int, Path]:

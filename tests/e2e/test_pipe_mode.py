@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from tests.daemon import Daemon, python_job
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job
+from tests.support.waiting import wait_for
 
 
 def make_data(root: Path, name: str, sizes: list[int]) -> bytes:

@@ -10,33 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.daemon import event_reasons as events
-from tests.helpers import wait_for
-
-CONFIG = """
-default_stop_grace_seconds = 10
-preempt_after_seconds = 0
-min_runtime_before_preemption_seconds = 0
-default_class = "batch"
-
-[classes.batch]
-preemptible = true
-
-[classes.urgent]
-weight = 10
-may_preempt = true
-max_runtime_seconds = 600
-
-[classes.staff]
-weight = 5
-users = ["daemon"]
-"""
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.daemon import event_reasons as events
+from tests.support.factories import PREEMPTION_CONFIG
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(CONFIG, gpus="fake:2") as started:
+    with running_daemon(PREEMPTION_CONFIG, gpus="fake:2") as started:
         yield started
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, python_job
+from tests.support.daemon import Daemon, python_job
 
 
 def ledger_entries(path: Path) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, scratch_dir, supervised
+from tests.support.daemon import Daemon, scratch_dir, supervised
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

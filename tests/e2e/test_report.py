@@ -9,8 +9,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.daemon import Daemon, python_job
-from tests.e2e.watching import watched_daemon, write_readings
+from tests.support.daemon import Daemon, python_job
+from tests.support.watching import watched_daemon, write_readings
 
 IDLE = {"utilization": 0, "memory_used_mib": 10}
 BUSY = {"utilization": 95, "memory_used_mib": 1000}

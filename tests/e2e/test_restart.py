@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, pids_alive, python_job
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, pids_alive, python_job
+from tests.support.waiting import wait_for
 
 
 def started(daemon: Daemon, job_id: int) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, python_job
+from tests.support.daemon import Daemon, python_job
 
 
 @pytest.mark.parametrize(

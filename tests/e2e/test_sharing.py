@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.daemon import event_reasons as events
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.daemon import event_reasons as events
+from tests.support.waiting import wait_for
 
 
 def sleeper(gpus: int) -> dict[str, Any]:

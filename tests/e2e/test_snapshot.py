@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.daemon import Daemon, running_daemon
+from tests.support.daemon import Daemon, running_daemon
 from trainq.core.errors import ExitCode
 
 TRAIN = "import os; print(open('version').read().strip(), os.getcwd())\n"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.daemon import Daemon, python_job
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job
+from tests.support.waiting import wait_for
 
 
 def test_stop_a_running_job(daemon: Daemon) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import TRAINERS, Daemon, running_daemon
+from tests.support.daemon import TRAINERS, Daemon, running_daemon
 from trainq import Client, InvalidRequest, InvalidSpec, NotFound
 from trainq.core.errors import ExitCode
 

@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.daemon import event_reasons as events
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.daemon import event_reasons as events
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import TRAINERS, Daemon
+from tests.support.daemon import TRAINERS, Daemon
 
 TOOLKIT_TRAIN = str(Path(sys.executable).parent / "train")
 CODE = TRAINERS / "toolkit_code"

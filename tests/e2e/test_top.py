@@ -13,9 +13,9 @@ import subprocess
 import termios
 import time
 
-from tests.daemon import TRAINQ, Daemon, python_job
-from tests.e2e.watching import watched_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQ, Daemon, python_job
+from tests.support.waiting import wait_for
+from tests.support.watching import watched_daemon
 
 BUSY = {"utilization": 87, "memory_used_mib": 20480, "power_watts": 300}
 IDLE = {"utilization": 1, "memory_used_mib": 512}

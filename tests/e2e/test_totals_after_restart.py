@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.e2e.test_preemption import CONFIG
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.factories import PREEMPTION_CONFIG
+from tests.support.waiting import wait_for
 from trainq.humanize import format_duration, parse_time
 
 COUNTERS = (
@@ -27,7 +27,7 @@ COUNTERS = (
 
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
-    with running_daemon(CONFIG, gpus="fake:2") as started:
+    with running_daemon(PREEMPTION_CONFIG, gpus="fake:2") as started:
         yield started
 
 

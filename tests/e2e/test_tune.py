@@ -12,19 +12,17 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, event_reasons, running_daemon
-from tests.helpers import wait_for
-
-EXAMPLE = Path(__file__).parents[2] / "examples" / "tune"
-OBJECTIVE = {"name": "val_loss", "regex": r"epoch (?P<step>[0-9]+) val_loss=([-+0-9.eE]+)"}
+from tests.support.daemon import Daemon, event_reasons, running_daemon
+from tests.support.factories import TUNE_EXAMPLE, TUNE_OBJECTIVE
+from tests.support.waiting import wait_for
 
 
 def base_spec(tmp_path: Path, epochs: int = 4, epoch_seconds: float = 0.05) -> dict[str, Any]:
     return {
-        "command": [sys.executable, str(EXAMPLE / "train.py")],
+        "command": [sys.executable, str(TUNE_EXAMPLE / "train.py")],
         "working_dir": str(tmp_path),
         "gpus": 1,
-        "metric_definitions": [OBJECTIVE],
+        "metric_definitions": [TUNE_OBJECTIVE],
         "hyperparameters": {"epochs": epochs, "epoch_seconds": epoch_seconds},
     }
 
@@ -186,10 +184,11 @@ def test_bad_tunes_are_refused_with_one_line_and_queue_nothing(
     shared_daemon: Daemon, tmp_path: Path, tune: dict[str, Any], says: str
 ) -> None:
     spec_file = tmp_path / "tune.toml"
+    regex = _json.dumps(TUNE_OBJECTIVE["regex"])
     lines = [
-        f"command = {_json.dumps([sys.executable, str(EXAMPLE / 'train.py')])}",
+        f"command = {_json.dumps([sys.executable, str(TUNE_EXAMPLE / 'train.py')])}",
         "gpus = 1",
-        f"metric_definitions = [{{name = 'val_loss', regex = {_json.dumps(OBJECTIVE['regex'])}}}]",
+        f"metric_definitions = [{{name = 'val_loss', regex = {regex}}}]",
         "[tune]",
         *(f"{k} = {_json.dumps(v)}" for k, v in tune.items() if k != "space"),
         "[tune.space]",
@@ -210,7 +209,7 @@ def test_bad_tunes_are_refused_with_one_line_and_queue_nothing(
 
 def test_the_readme_example_runs_as_written(daemon: Daemon, tmp_path: Path) -> None:
     workdir = tmp_path / "tune"
-    shutil.copytree(EXAMPLE, workdir)
+    shutil.copytree(TUNE_EXAMPLE, workdir)
     # As written, but quicker: fewer trials and epochs.
     text = (workdir / "tune.toml").read_text()
     text = text.replace("max_trials = 12", "max_trials = 3").replace("epochs = 8", "epochs = 3")
@@ -229,7 +228,7 @@ def loaded(daemon: Daemon, library: str) -> bool:
 
 
 def test_optuna_is_loaded_only_once_a_tune_exists(daemon: Daemon, tmp_path: Path) -> None:
-    job = daemon.submit({"command": ["true"], "metric_definitions": [OBJECTIVE]})
+    job = daemon.submit({"command": ["true"], "metric_definitions": [TUNE_OBJECTIVE]})
     daemon.wait_state(job["id"])
     assert daemon.get(f"/v1/jobs/{job['id']}/metrics").status_code == 200
     assert not loaded(daemon, "numpy")  # Optuna's first native import
@@ -415,7 +414,7 @@ def test_a_pbt_move_cut_by_kill_9_is_finished_after_the_restart(
     while a trial is being paused for a copy, and the next trainqd carries the move out."""
     deaf = (
         "import runpy, signal, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        f"runpy.run_path({str(EXAMPLE / 'train.py')!r}, run_name='__main__')"
+        f"runpy.run_path({str(TUNE_EXAMPLE / 'train.py')!r}, run_name='__main__')"
     )
     spec = {
         **base_spec(tmp_path, epochs=12, epoch_seconds=0.5),

@@ -20,7 +20,7 @@ try:
 except pynvml.NVMLError as _error:
     pytest.skip(f"NVML is not usable here: {_error}", allow_module_level=True)
 
-from tests.helpers import wait_for  # noqa: E402 (once NVML is known to work)
+from tests.support.waiting import wait_for  # noqa: E402 (once NVML is known to work)
 
 from trainqd.gpus import GpuBackend, open_backend  # noqa: E402
 

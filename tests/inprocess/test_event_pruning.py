@@ -3,9 +3,6 @@ all but each job's latest event, in batches, and record from where history is pr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from trainq.core.spec import JobSpec
@@ -17,15 +14,6 @@ pytestmark = pytest.mark.asyncio
 
 OWNER = JobOwner(uid=1000, gid=1000, user="someone")
 DAY = 86400.0
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store.open(tmp_path / "trainq.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def event_ids(store: Store) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.inprocess.test_scheduler import ME, OWNER, World, running
+from tests.support.inprocess import ME, OWNER, World, running
 from trainq.core.reasons import Wait
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState

@@ -1,212 +1,32 @@
 """The scheduler, the API's handlers and the store in one process, on one event loop.
 
 The real parts as app.py builds them (a temporary SQLite file for the store) with the fake
-GPU backend; only the monitors are stood in for: `FakeWatcher` implements the scheduler's `Watcher`
-protocol, records what it is asked, and ends attempts when the test says so. Each test is a
+GPU backend; only the monitors are stood in for: `trainqd.attempts.fake_watcher.FakeWatcher`
+implements the scheduler's `Watcher` protocol, records what it is asked, and ends attempts
+when the test says so (tests/support/inprocess.py puts them together). Each test is a
 sequence of submits, ends, stops, restarts and time limits, and takes milliseconds.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from anyio.abc import TaskGroup
 
+from tests.support.inprocess import ME, World, running
 from trainq.core.errors import Conflict
 from trainq.core.outcomes import Outcome
 from trainq.core.reasons import Wait
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import JobRecord
-from trainqd.access.authorization import Authorizer
-from trainqd.access.identity import account
-from trainqd.api.handlers.jobs import Api
-from trainqd.api.routing import Caller, Request, Response
-from trainqd.app import Daemon, build
-from trainqd.attempts.jobdir import JobDirs
-from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor
-from trainqd.config import load_config
-from trainqd.gpus.fake import FakeGpuBackend
-from trainqd.monitor.records import ExitRecord, Launch
 from trainqd.planning.policy import CLAIM_SLACK
-from trainqd.scheduling.scheduler import Scheduler
 from trainqd.store.store import JobOwner, Store
 
-ME = account(os.geteuid())
-OWNER = JobOwner(ME.uid, ME.gid, ME.user)
 pytestmark = pytest.mark.asyncio
-
-
-@dataclass
-class FakeWatcher:
-    """Monitors that never run: an attempt ends when the test calls `end`, or, as a real
-    monitor's would, with `timed_out` when its launch's deadline passes."""
-
-    on_end: OnEnd
-    task_group: TaskGroup
-    boot_id: str = "boot-1"
-    launches: dict[int, Launch] = field(default_factory=dict)
-    watched: dict[int, int] = field(default_factory=dict)  # job id -> attempt number
-    stops: list[tuple[int, float, StopCause]] = field(default_factory=list)
-    deadlines: dict[int, float | None] = field(default_factory=dict)  # set_deadline's
-    alive: set[int] = field(default_factory=set)  # pids `attach` finds again
-    next_pid: int = 1000
-    timed_out: anyio.Event = field(default_factory=anyio.Event)  # set once one timed out
-
-    def close(self) -> None:
-        pass
-
-    def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> WatchedMonitor:
-        self.launches[launch.job_id] = launch
-        self.watched[launch.job_id] = launch.attempt
-        self.next_pid += 1
-        self.alive.add(self.next_pid)
-        if launch.deadline is not None:
-            self.task_group.start_soon(self._time_out, launch)
-        return WatchedMonitor(
-            launch.job_id, launch.attempt, self.next_pid, 1, attempt_dir, stop_file
-        )
-
-    def attach(
-        self,
-        job_id: int,
-        *,
-        attempt: int,
-        pid: int,
-        start_ticks: int | None,
-        boot_id: str | None,
-        attempt_dir: Path,
-        stop_file: Path,
-        deadline: float | None,
-        grace: float,
-    ) -> WatchedMonitor | None:
-        if boot_id != self.boot_id or pid not in self.alive:
-            return None
-        self.watched[job_id] = attempt
-        return WatchedMonitor(job_id, attempt, pid, start_ticks, attempt_dir, stop_file)
-
-    def request_stop(
-        self, job_id: int, grace: float, reason: StopCause, requested_by: int | None
-    ) -> bool:
-        self.stops.append((job_id, grace, reason))
-        return True
-
-    def set_deadline(self, job_id: int, deadline: float | None) -> bool:
-        self.deadlines[job_id] = deadline
-        return job_id in self.watched
-
-    async def _time_out(self, launch: Launch) -> None:
-        assert launch.deadline is not None
-        await anyio.sleep(max(0.0, launch.deadline - time.time()))
-        if self.watched.get(launch.job_id) == launch.attempt:
-            await self.end(launch.job_id, Outcome.TIMED_OUT)
-            self.timed_out.set()
-
-    async def end(self, job_id: int, outcome: Outcome, exit_code: int | None = None) -> None:
-        attempt = self.watched.pop(job_id)
-        now = time.time()
-        record = ExitRecord(job_id, attempt, outcome, now, now, exit_code=exit_code)
-        await self.on_end(job_id, attempt, record)
-
-
-@dataclass
-class World:
-    tmp: Path
-    store: Store
-    daemon: Daemon
-    watchers: list[FakeWatcher]
-
-    @property
-    def scheduler(self) -> Scheduler:
-        return self.daemon.scheduler
-
-    @property
-    def api(self) -> Api:
-        return self.daemon.api
-
-    @property
-    def watcher(self) -> FakeWatcher:
-        return self.watchers[-1]
-
-    def submit(self, **spec: Any) -> int:
-        job = self.store.submit(JobSpec(command=["true"], **spec), OWNER, time.time())
-        self.scheduler.submitted(job)
-        return job.id
-
-    def plan(self) -> None:
-        self.scheduler.tick(time.time())
-
-    def state(self, job_id: int) -> JobState:
-        return self.store.get(job_id).state
-
-    async def call(self, method: str, path: str, body: Any = None, **params: str) -> Any:
-        request = Request(
-            method,
-            path,
-            {},
-            [("content-type", "application/json")],
-            b"" if body is None else json.dumps(body).encode(),
-            Caller(ME.uid, ME.gid, os.getpid()),
-            params,
-        )
-        for route in self.api.routes():
-            if route.method == method and route.pattern == path:
-                response = await route.handler(request)
-                assert isinstance(response, Response)
-                return response.body
-        raise AssertionError(f"no route {method} {path}")
-
-
-def config_for(tmp: Path, text: str = "") -> Any:
-    (tmp / "trainqd.toml").write_text(text)
-    return load_config(tmp / "trainqd.toml", {"state_dir": tmp / "state", "cpu_slots": 1})
-
-
-@asynccontextmanager
-async def running(
-    tmp: Path, store: Store | None = None, alive: set[int] | None = None, config: str = ""
-) -> AsyncIterator[World]:
-    """A scheduler running on this test's loop; stopped (as at a shutdown) on the way out.
-    A context manager, not a fixture: anyio's task group must close in the task that
-    opened it."""
-    store = store or Store.open(tmp / "jobs.db")
-    async with anyio.create_task_group() as tg:
-        yield await start(tmp, tg, store, alive or set(), config)
-        tg.cancel_scope.cancel()
-
-
-async def start(
-    tmp: Path, tg: TaskGroup, store: Store, alive: set[int], config_text: str = ""
-) -> World:
-    config = config_for(tmp, config_text)
-    watchers: list[FakeWatcher] = []
-
-    def new_watcher(task_group: TaskGroup, on_end: OnEnd) -> FakeWatcher:
-        watchers.append(FakeWatcher(on_end, task_group, alive=set(alive)))
-        return watchers[-1]
-
-    dirs = JobDirs(tmp / "jobs")
-    dirs.ensure_root()
-    daemon = build(
-        config=config,
-        store=store,
-        gpus=FakeGpuBackend.with_count(2),
-        dirs=dirs,
-        authorizer=Authorizer(None),
-        started_at=time.time(),
-        watcher=new_watcher,
-    )
-    await tg.start(daemon.run)
-    return World(tmp, store, daemon, watchers)
 
 
 async def test_a_job_starts_ends_and_frees_its_gpus(tmp_path: Path) -> None:

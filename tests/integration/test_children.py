@@ -14,8 +14,8 @@ import sys
 import anyio
 import psutil
 import pytest
-from tests.helpers import wait_for
 
+from tests.support.waiting import wait_for
 from trainqd.children import ChildTimedOut, run_child
 from trainqd.monitor.container import run_bounded
 

@@ -7,30 +7,22 @@ import os
 import signal
 import stat
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers import wait_for
-from tests.integration.test_feeder_harness import (
+
+from tests.support.feeder import (
     Workspace,
     drain,
     expected_stream,
     is_fifo,
     open_fifo,
     read_fifo,
-    workspace,
     write_files,
 )
-
+from tests.support.waiting import wait_for
 from trainqd.monitor.feed.feeder import EXIT_FED, EXIT_STOPPED
 from trainqd.monitor.records import PipeChannel
-
-
-@pytest.fixture
-def space() -> Iterator[Workspace]:
-    with workspace() as ws:
-        yield ws
 
 
 def dataset(space: Workspace) -> tuple[Path, list[Path]]:

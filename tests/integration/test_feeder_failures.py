@@ -10,29 +10,21 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import pytest
-from tests.integration.test_feeder_harness import (
+
+from tests.support.feeder import (
     NOBODY,
     Workspace,
     read_fifo,
-    workspace,
     write_files,
 )
-
 from trainqd.monitor.feed.feeder import EXIT_FAILED
 from trainqd.monitor.records import PipeChannel
 
 SECRET = b"root-only bytes that nobody may read"
-
-
-@pytest.fixture
-def space() -> Iterator[Workspace]:
-    with workspace() as ws:
-        yield ws
 
 
 def assert_one_line(report: str, line: str) -> None:

@@ -10,24 +10,17 @@ import gzip
 import os
 import struct
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.integration.test_feeder_harness import Workspace, read_fifo, workspace, write_files
 
+from tests.support.feeder import Workspace, read_fifo, write_files
 from trainqd.monitor import recordio
 from trainqd.monitor.feed import feeder
 from trainqd.monitor.feed.feeder import EXIT_FED
 from trainqd.monitor.records import PipeChannel
 
 MAGIC = 0xCED7230A
-
-
-@pytest.fixture
-def space() -> Iterator[Workspace]:
-    with workspace() as ws:
-        yield ws
 
 
 def parse_records(stream: bytes) -> list[tuple[list[tuple[int, int]], bytes]]:

@@ -13,23 +13,18 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.support.factories import OWNER
 from trainq.core.errors import DiskFull
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.store.group_commit import GroupCommit
 from trainqd.store.store import JobOwner, NewJobs, Store
 
-OWNER = JobOwner(uid=1000, gid=1000, user="alice")
 BROKEN = JobOwner(uid=1001, gid=1001, user=None)  # NOT NULL fails
 
 
 def specs(n: int, name: str | None = None) -> list[JobSpec]:
     return [JobSpec(command=["true"], name=name, hyperparameters={"lr": str(i)}) for i in range(n)]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(tmp_path / "trainq.db")
 
 
 def test_a_list_is_one_group_in_one_commit_with_an_event_each(tmp_path: Path) -> None:

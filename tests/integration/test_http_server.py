@@ -29,8 +29,8 @@ import pytest
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import BaseModel, ConfigDict, Field
-from tests.helpers import wait_for
 
+from tests.support.waiting import wait_for
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
 from trainqd.api.listener import bind_unix_socket

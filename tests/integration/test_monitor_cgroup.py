@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.helpers import wait_for
 
+from tests.support.waiting import wait_for
 from trainqd.attempts import cgroups, leftovers
 from trainqd.monitor import cgroup, procfs
 

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from tests.integration.monitor_util import (
+from tests.support.monitor import (
     PYTHON,
     alive,
     attempt_of,
@@ -16,7 +16,6 @@ from tests.integration.monitor_util import (
     python,
     trainer,
 )
-
 from trainqd.monitor import procfs
 from trainqd.monitor.records import REASON_CHARS
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from tests.helpers import wait_for
-from tests.integration.monitor_util import alive, attempt_of, python
 
+from tests.support.monitor import alive, attempt_of, python
+from tests.support.waiting import wait_for
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import StopOrder, write_record
 

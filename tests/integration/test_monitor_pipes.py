@@ -7,8 +7,8 @@ import signal
 from dataclasses import replace
 
 import pytest
-from tests.integration.monitor_util import NOBODY, Attempt, attempt_of, give_to, python, trainer
 
+from tests.support.monitor import NOBODY, Attempt, attempt_of, give_to, python, trainer
 from trainqd.monitor import procfs
 from trainqd.monitor.records import PipeChannel
 

@@ -4,21 +4,18 @@ for good, and File mode sources are read-only for the trainer alone."""
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.integration.monitor_util import (
+
+from tests.support.monitor import (
     NOBODY,
-    PYTHON,
     attempt_of,
     give_to,
+    run_as_nobody,
     trainer,
 )
-
-from trainq.core import outcomes
-from trainqd.monitor import procfs
 from trainqd.monitor.records import EXIT_RECORD, MONITOR_LOG, STDERR, STDOUT, FileChannel
 
 pytestmark = pytest.mark.multiuser
@@ -83,16 +80,6 @@ def test_a_readonly_path_is_read_only_for_the_trainer_alone(tmp_path: Path) -> N
     assert str(data) not in Path("/proc/self/mountinfo").read_text()
 
 
-PERSONAL_DAEMON = """
-import sys
-sys.path[:0] = sys.argv[1:]
-from trainqd.monitor import spawn
-from trainqd.monitor.records import Launch
-monitor = spawn.start_monitor(Launch.from_json(sys.stdin.buffer.read()))
-sys.exit(monitor.wait(15))
-"""
-
-
 def test_without_root_the_view_is_skipped_with_a_warning() -> None:
     """A personal trainqd (not root): the monitor cannot drop or make a namespace."""
     with attempt_of([], owner=NOBODY) as a:
@@ -102,18 +89,7 @@ def test_without_root_the_view_is_skipped_with_a_warning() -> None:
         os.chown(data, 65534, 65534)
         argv = trainer("monitor_whoami.py", str(data))
         a.launch = replace(a.launch, argv=argv, file_channels=[channel(data)])
-        package_parent = Path(procfs.__file__).resolve().parents[2]
-        core_parent = Path(outcomes.__file__).resolve().parents[2]  # the monitor speaks it
-        done = subprocess.run(
-            [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)],
-            input=a.launch.to_json(),
-            user=65534,
-            group=65534,
-            extra_groups=[],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
+        done = run_as_nobody(a.launch.to_json())
         assert done.returncode == 0, done.stderr.decode()
         record = a.record()
         assert record is not None

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers import wait_for
 
+from tests.support.waiting import wait_for
 from trainqd.monitor import procfs
 
 TREE = """

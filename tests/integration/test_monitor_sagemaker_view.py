@@ -6,45 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, trainer
 
-from trainq.core import outcomes
+from tests.support.monitor import NOBODY, attempt_of, give_to, run_as_nobody, trainer
 from trainq.core.spec import parse_spec
 from trainqd.attempts.contract import config_files
-from trainqd.monitor import procfs
 from trainqd.monitor.privileges import SAGEMAKER_ROOT
 
 pytestmark = pytest.mark.multiuser
-
-PERSONAL_DAEMON = """
-import sys
-sys.path[:0] = sys.argv[1:]
-from trainqd.monitor import spawn
-from trainqd.monitor.records import Launch
-monitor = spawn.start_monitor(Launch.from_json(sys.stdin.buffer.read()))
-sys.exit(monitor.wait(15))
-"""
-
-
-def run_as_nobody(launch_json: bytes) -> subprocess.CompletedProcess[bytes]:
-    # trainqd's package, and trainq's (the monitor speaks trainq.core.outcomes).
-    package_parent = Path(procfs.__file__).resolve().parents[2]
-    core_parent = Path(outcomes.__file__).resolve().parents[2]
-    return subprocess.run(
-        [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)],
-        input=launch_json,
-        user=65534,
-        group=65534,
-        extra_groups=[],
-        capture_output=True,
-        timeout=30,
-        check=False,
-    )
 
 
 def test_a_personal_monitor_gives_opt_ml_and_algo_1_in_a_user_namespace() -> None:

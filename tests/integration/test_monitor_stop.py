@@ -10,8 +10,7 @@ import sys
 import time
 from dataclasses import replace
 
-from tests.helpers import wait_for
-from tests.integration.monitor_util import (
+from tests.support.monitor import (
     Attempt,
     alive,
     attempt_of,
@@ -19,7 +18,7 @@ from tests.integration.monitor_util import (
     python,
     trainer,
 )
-
+from tests.support.waiting import wait_for
 from trainqd.monitor import procfs
 from trainqd.monitor.records import (
     EXIT_RECORD,

@@ -20,13 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.daemon import Daemon, scratch_dir, supervised
-from tests.integration.monitor_util import NOBODY, PYTHON, attempt_of, give_to, python
-from tests.integration.test_monitor_sagemaker_view import PERSONAL_DAEMON
 
-from trainq.core import outcomes
+from tests.support.daemon import Daemon, scratch_dir, supervised
+from tests.support.monitor import NOBODY, PYTHON, attempt_of, give_to, personal_monitor, python
 from trainq.render import NO_OPT_ML_NOTE
-from trainqd.monitor import procfs
 from trainqd.monitor.records import parse_exit_record
 
 pytestmark = pytest.mark.multiuser
@@ -43,11 +40,9 @@ with open(os.path.join(base, "checkpoints", "where.json"), "w") as f:
 
 
 def in_chroot_as_nobody(launch_json: bytes, jail: Path) -> subprocess.CompletedProcess[bytes]:
-    package_parent = Path(procfs.__file__).resolve().parents[2]
-    core_parent = Path(outcomes.__file__).resolve().parents[2]
     enter = 'mount --rbind / "$0" && exec chroot "$0" "$@"'
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    command = [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)]
+    command = personal_monitor()
     return subprocess.run(
         [
             "unshare",

@@ -10,20 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.schema_history import UNDO, downgrade
 
+from tests.support.factories import OWNER
+from tests.support.schema_history import UNDO, downgrade
 from trainq.core.errors import DiskFull, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
 from trainqd.store.schema import MIGRATIONS, SCHEMA_VERSION
 from trainqd.store.store import JobChanges, JobOwner, Store, StoreError
-
-OWNER = JobOwner(uid=1000, gid=1000, user="alice")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(tmp_path / "trainq.db")
 
 
 def test_submission_is_on_disk_when_submit_returns(tmp_path: Path) -> None:

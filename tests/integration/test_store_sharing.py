@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.factories import OWNER
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.store.rows import HOST
-from trainqd.store.store import JobChanges, JobOwner, Store
-
-OWNER = JobOwner(uid=1000, gid=1000, user="alice")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Store:
-    return Store.open(tmp_path / "trainq.db")
+from trainqd.store.store import JobChanges, Store
 
 
 def reasons(store: Store, job_id: int) -> list[str | None]:

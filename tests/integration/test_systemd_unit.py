@@ -10,8 +10,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from tests.daemon import TRAINQD
-
+from tests.support.daemon import TRAINQD
 from trainq.core.paths import SYSTEM_CONFIG, SYSTEM_SOCKET, SYSTEM_STATE_DIR
 from trainqd.main import EX_CONFIG
 

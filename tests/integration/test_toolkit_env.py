@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, trainer
+from tests.support.daemon import Daemon, trainer
 
 HYPERPARAMETERS = {
     "lr": "0.1",

@@ -5,48 +5,18 @@ the API and a one-line error with exit status 5 from `trainq`, and the job is un
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, pids_alive, running_daemon, trainer
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, pids_alive, running_daemon
+from tests.support.users import http_as, one_line, start_sleeper, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
-
-
-def one_line(stderr: str) -> str:
-    assert stderr.endswith("\n"), stderr
-    assert stderr.count("\n") == 1, stderr
-    assert stderr.startswith("trainq: "), stderr
-    return stderr
-
-
-def start_sleeper(daemon: Daemon, user: User, cwd: Path, *args: str) -> dict[str, Any]:
-    """A job of `user` whose trainer sleeps until stopped; its record once it is running."""
-    done = trainq_as(
-        daemon,
-        user,
-        "submit",
-        "--json",
-        *args,
-        "--",
-        sys.executable,
-        trainer("sleeper.py"),
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stderr
-    job: dict[str, Any] = json.loads(done.stdout)
-    pid_file = Path(job["job_dir"]) / "output" / "data" / "pid"
-    pid = wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=20)
-    job["trainer_pid"] = int(pid)
-    return job
 
 
 @pytest.fixture

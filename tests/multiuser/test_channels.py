@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import files_containing, probe_trainer, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, python_job
+from tests.support.users import files_containing, probe_trainer, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon, trainer
-from tests.helpers import wait_for
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import submit_as, trainq_as
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, running_daemon, trainer
+from tests.support.users import submit_as, trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

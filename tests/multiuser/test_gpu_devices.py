@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job, running_daemon
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import submit_as, trainq_as
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.users import submit_as, trainq_as
 from trainqd.monitor import devices
 
 pytestmark = pytest.mark.multiuser

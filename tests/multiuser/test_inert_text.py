@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import SYSTEM_PYTHON, submit_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import SYSTEM_PYTHON, submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

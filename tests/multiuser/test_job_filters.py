@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from tests.daemon import Daemon, trainer
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, trainer
+from tests.support.users import trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

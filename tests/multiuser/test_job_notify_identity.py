@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import trainq_as
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.multiuser
 

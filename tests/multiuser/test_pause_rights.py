@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import trainq_as
-from tests.multiuser.test_authorization import start_sleeper
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import start_sleeper, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import SYSTEM_PYTHON, http_as, submit_as, trainq_as
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import SYSTEM_PYTHON, http_as, submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

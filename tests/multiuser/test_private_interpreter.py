@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, scratch_dir, supervised
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import http_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon, scratch_dir, supervised
+from tests.support.users import http_as
 
 pytestmark = pytest.mark.multiuser
 REPO = Path(__file__).resolve().parents[2]

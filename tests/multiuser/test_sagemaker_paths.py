@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job, trainer
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import submit_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon, python_job, trainer
+from tests.support.users import submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon, trainer
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import submit_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon, running_daemon, trainer
+from tests.support.users import submit_as
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.multiuser
 

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import http_as, trainq_as
-from tests.multiuser.test_authorization import one_line, start_sleeper
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import http_as, one_line, start_sleeper, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import trainq_as
-from tests.multiuser.test_authorization import one_line
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import one_line, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import running_daemon
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import running_daemon
+from tests.support.users import trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon
+from tests.support.users import trainq_as
 
 pytestmark = pytest.mark.multiuser
 

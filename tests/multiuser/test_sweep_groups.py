@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, trainer
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon, trainer
+from tests.support.users import http_as, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

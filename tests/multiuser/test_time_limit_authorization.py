@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import http_as, trainq_as
-from tests.multiuser.test_authorization import one_line, start_sleeper
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import http_as, one_line, start_sleeper, trainq_as
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

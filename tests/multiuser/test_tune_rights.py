@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.e2e.test_tune import EXAMPLE, OBJECTIVE
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import files_containing, http_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.factories import TUNE_EXAMPLE, TUNE_OBJECTIVE
+from tests.support.users import files_containing, http_as, trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
@@ -22,10 +22,10 @@ pytestmark = pytest.mark.multiuser
 
 def tune_of(daemon: Daemon, accounts: Accounts, shared_dir: Path, **tune: Any) -> dict[str, Any]:
     spec = {
-        "command": [sys.executable, str(EXAMPLE / "train.py")],
+        "command": [sys.executable, str(TUNE_EXAMPLE / "train.py")],
         "working_dir": str(shared_dir),
         "gpus": 1,
-        "metric_definitions": [OBJECTIVE],
+        "metric_definitions": [TUNE_OBJECTIVE],
         "hyperparameters": {"epochs": 400, "epoch_seconds": 0.5},
     }
     settings = {"objective": "val_loss", "search": "random", "max_trials": 8, **tune}
@@ -121,12 +121,12 @@ def test_pbt_copies_checkpoints_as_the_owner_and_links_stay_links(
     secret.chmod(0o600)
     plant = (  # on the first attempt only: what a resumed one has is the copy's
         f'[ "$TRAINQ_ATTEMPT" = 1 ] && ln -s {secret} "$SAGEMAKER_BASE_DIR/checkpoints/secret"; '
-        f"exec {sys.executable} {EXAMPLE / 'train.py'}"
+        f"exec {sys.executable} {TUNE_EXAMPLE / 'train.py'}"
     )
     spec = {
         "command": ["/bin/sh", "-c", plant],
         "working_dir": str(shared_dir),
-        "metric_definitions": [OBJECTIVE],
+        "metric_definitions": [TUNE_OBJECTIVE],
         "hyperparameters": {"epochs": 10, "epoch_seconds": 0.5},
     }
     settings = {

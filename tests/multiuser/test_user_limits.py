@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon, trainer
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import submit_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, running_daemon, trainer
+from tests.support.users import submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

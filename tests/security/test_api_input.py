@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, trainer
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import http_as, submit_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon, trainer
+from tests.support.users import http_as, submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, trainer
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, submit_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, trainer
+from tests.support.users import SYSTEM_PYTHON, submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

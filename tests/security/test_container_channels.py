@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import attempt_log, container_job, ml_path
-from tests.daemon import Daemon, python_job
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import files_containing, http_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.containers import attempt_log, container_job, ml_path
+from tests.support.daemon import Daemon, python_job
+from tests.support.users import files_containing, http_as, trainq_as
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.containers
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import Engine, attempt_log, container_job, engine_daemon, ml_path
-from tests.daemon import Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.containers import Engine, attempt_log, container_job, engine_daemon, ml_path
+from tests.support.daemon import Daemon
+from tests.support.users import http_as, trainq_as
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.containers
 

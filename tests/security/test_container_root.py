@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from tests.containers.support import (
+from tests.support.accounts import Accounts, User
+from tests.support.containers import (
     IMAGE,
     Engine,
     attempt_log,
     container_job,
     engine_daemon,
 )
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.daemon import Daemon
+from tests.support.users import http_as, trainq_as
 
 pytestmark = pytest.mark.containers
 

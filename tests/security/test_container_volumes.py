@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import IMAGE, Engine, attempt_log, container_job, ml_path
-from tests.daemon import Daemon
-from tests.helpers import wait_for
+from tests.support.containers import IMAGE, Engine, attempt_log, container_job, ml_path
+from tests.support.daemon import Daemon
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.containers
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, pids_alive
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, pids_alive
+from tests.support.users import trainq_as
+from tests.support.waiting import wait_for
 from trainqd.monitor import cgroup, procfs
 
 pytestmark = pytest.mark.multiuser

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import SYSTEM_PYTHON, trainq_as
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import SYSTEM_PYTHON, trainq_as
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.multiuser
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import Engine, attempt_log, container_job, engine_daemon
-from tests.daemon import Daemon, running_daemon, trainer
-from tests.multiuser.accounts import ADMINS, Accounts, User
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import ADMINS, Accounts, User
+from tests.support.containers import Engine, attempt_log, container_job, engine_daemon
+from tests.support.daemon import Daemon, running_daemon, trainer
+from tests.support.users import http_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

@@ -16,14 +16,18 @@ from typing import Any
 
 import pytest
 
-from tests.containers.support import Engine, container_job, engine_daemon
-from tests.containers.test_restart import RELEASE, running_container
-from tests.daemon import Daemon, event_reasons, pids_alive, running_daemon
-from tests.e2e.watching import watched_daemon, write_readings
-from tests.helpers import wait_for
-from tests.multiuser.accounts import ADMINS, Accounts, User
-from tests.multiuser.support import http_as, trainq_as
-from tests.multiuser.test_authorization import start_sleeper
+from tests.support.accounts import ADMINS, Accounts, User
+from tests.support.containers import (
+    RELEASE,
+    Engine,
+    container_job,
+    engine_daemon,
+    running_container,
+)
+from tests.support.daemon import Daemon, event_reasons, pids_alive, running_daemon
+from tests.support.users import http_as, start_sleeper, trainq_as
+from tests.support.waiting import wait_for
+from tests.support.watching import watched_daemon, write_readings
 
 pytestmark = pytest.mark.multiuser
 

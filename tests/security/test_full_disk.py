@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, scratch_dir, supervised
-from tests.helpers import wait_for
-from tests.multiuser.accounts import ADMINS, Accounts, User
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import ADMINS, Accounts, User
+from tests.support.daemon import Daemon, scratch_dir, supervised
+from tests.support.users import http_as, trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

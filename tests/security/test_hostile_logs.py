@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.daemon import TRAINQ, Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import TRAINQ, Daemon
+from tests.support.users import trainq_as
+from tests.support.waiting import wait_for
 from trainqd.api.log_view import TAIL_SCAN_BYTES
 
 pytestmark = pytest.mark.multiuser

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, trainer
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, trainer
+from tests.support.users import http_as, trainq_as
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.multiuser
 

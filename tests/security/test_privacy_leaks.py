@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, http_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon
+from tests.support.users import SYSTEM_PYTHON, http_as, trainq_as
 from trainqd.attempts.jobdir import JobDirs
 
 pytestmark = pytest.mark.multiuser

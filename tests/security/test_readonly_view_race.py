@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, python_job
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, files_containing, submit_as, trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon, python_job
+from tests.support.users import SYSTEM_PYTHON, files_containing, submit_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

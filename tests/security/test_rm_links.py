@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import trainq_as
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon
+from tests.support.users import trainq_as
 
 pytestmark = pytest.mark.multiuser
 

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import ADMINS, Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, http_as, submit_as, trainq_as
-from tests.multiuser.test_authorization import start_sleeper
+from tests.support.accounts import ADMINS, Accounts, User
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import SYSTEM_PYTHON, http_as, start_sleeper, submit_as, trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser

@@ -10,98 +10,30 @@ owner, so Slurm itself refuses to cancel or signal anyone else's job.
 A flood: a sweep of 10,000 jobs must not become 10,000 sbatch processes at once (each with
 trainqd's pipes), nor make another user's job wait for all of them to be handed over.
 
-Slurm's commands here are small stand-ins on trainqd's PATH (the real cluster's are in
-tests/slurm): sbatch, run as the owner, takes a moment, notes how many sbatch processes
-run at once, and answers with its own pid or the id its owner chose; squeue says
-every job runs; scancel refuses, as Slurm does, a caller who is neither root nor the owner
-of the job it names."""
+Slurm's commands here are small stand-ins on trainqd's PATH (tests/support/fake_slurm.py;
+the real cluster's are in tests/slurm): sbatch, run as the owner, takes a moment, notes how
+many sbatch processes run at once, and answers with its own pid or the id its owner chose;
+squeue says every job runs; scancel refuses, as Slurm does, a caller who is neither root nor
+the owner of the job it names."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import http_as, submit_as, trainq_as
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import http_as, submit_as, trainq_as
+from tests.support.waiting import wait_for
 from trainqd.backends.slurm import HANDOFFS_PER_USER, SlurmBackend
 
 pytestmark = pytest.mark.multiuser
 
 VICTIM_SLURM_JOB = 999  # a Slurm job of tq-bob's, not trainq's
-
-# Run as the job's owner: what it prints is hers to choose (here, through a file of hers).
-SBATCH = """#!/bin/sh
-cat >/dev/null
-touch {running}/$$
-sleep 0.3
-ls {running} | wc -l >>{peaks}
-rm -f {running}/$$
-cat {forged} 2>/dev/null || echo $$
-"""
-SQUEUE = """#!/bin/sh
-for arg in "$@"; do
-  case "$arg" in --jobs=*) ids=$(echo "${arg#--jobs=}" | tr , ' ');; esac
-done
-for id in $ids; do echo "$id RUNNING"; done
-"""
-# Slurm lets root and a job's owner cancel or signal it, nobody else.
-SCANCEL = """#!/bin/sh
-job=$(eval echo \\${$#})
-owner={owners}
-if [ "$(id -u)" != 0 ] && [ "$(id -u)" != "$owner" ]; then
-  echo "denied uid=$(id -u) $*" >>{log}
-  echo "scancel: error: Kill job error on job id $job: Access/permission denied" >&2
-  exit 1
-fi
-echo "done uid=$(id -u) $*" >>{log}
-"""
-
-
-@pytest.fixture
-def fake_slurm(accounts: Accounts) -> Iterator[Path]:
-    base = Path(tempfile.mkdtemp(prefix="tqslurm", dir="/tmp"))
-    os.chmod(base, 0o755)  # noqa: S103 (the users run these commands)
-    log = base / "scancel.log"
-    log.touch()
-    os.chmod(log, 0o666)  # noqa: S103 (written by whoever scancel runs as)
-    bin_dir = base / "bin"
-    bin_dir.mkdir(mode=0o755)
-    scancel = SCANCEL.replace("{owners}", str(accounts.bob.uid)).replace("{log}", str(log))
-    hers = base / "alice"  # tq-alice's own directory
-    hers.mkdir(mode=0o755)
-    os.chown(hers, accounts.alice.uid, accounts.alice.gid)
-    running = base / "running"  # one file per sbatch under way
-    running.mkdir()
-    os.chmod(running, 0o1777)  # noqa: S103 (sbatch runs as each job's owner)
-    peaks = base / "peaks"
-    peaks.touch()
-    os.chmod(peaks, 0o666)  # noqa: S103
-    sbatch = SBATCH.replace("{forged}", str(hers / "forged")).replace("{running}", str(running))
-    sbatch = sbatch.replace("{peaks}", str(peaks))
-    for name, text in (("sbatch", sbatch), ("squeue", SQUEUE), ("scancel", scancel)):
-        (bin_dir / name).write_text(text)
-        os.chmod(bin_dir / name, 0o755)  # noqa: S103
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
-def slurm_daemon(fake_slurm: Path) -> Iterator[Daemon]:
-    path = f"{fake_slurm / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-    config = {"backend": "slurm", "slurm_poll_seconds": 0.2, "default_stop_grace_seconds": 1}
-    with running_daemon(gpus="none", config=config, env={"PATH": path}) as daemon:
-        yield daemon
 
 
 def test_a_forged_sbatch_answer_cannot_cancel_another_users_slurm_job(

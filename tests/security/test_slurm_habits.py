@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.daemon import Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import trainq_as
-from tests.security.test_slurm_attacks import fake_slurm, slurm_daemon
+from tests.support.accounts import Accounts
+from tests.support.daemon import Daemon
+from tests.support.users import trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 
 pytestmark = pytest.mark.multiuser
-__all__ = ["fake_slurm", "slurm_daemon"]  # the fixtures this module uses
 
 
 def test_a_dependent_job_waits_in_trainqd_and_the_time_limit_stays_slurms(

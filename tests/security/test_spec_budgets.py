@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, running_daemon
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import http_as, trainq_as
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.users import http_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.daemon import Daemon, python_job, trainer
-from tests.helpers import wait_for
-from tests.slurm.conftest import GPUS, Slurm
-from tests.slurm.support import POLL, slurm_job_of, slurm_trainqd
+from tests.support.daemon import Daemon, python_job, trainer
+from tests.support.slurm import GPUS, POLL, Slurm, slurm_job_of, slurm_trainqd
+from tests.support.waiting import wait_for
 from trainq.core.spec import parse_spec
 from trainq.waiting import exit_status_of
 from trainqd.attempts import contract

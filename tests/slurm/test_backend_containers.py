@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.containers.support import Engine, attempt_log, container_job
-from tests.daemon import Daemon
-from tests.multiuser.accounts import Accounts
-from tests.multiuser.support import submit_as, trainq_as
-from tests.slurm.conftest import Slurm
-from tests.slurm.support import slurm_job_of, slurm_trainqd
+from tests.support.accounts import Accounts
+from tests.support.containers import Engine, attempt_log, container_job
+from tests.support.daemon import Daemon
+from tests.support.slurm import Slurm, slurm_job_of, slurm_trainqd
+from tests.support.users import submit_as, trainq_as
 from trainq.core.spec import parse_spec
 from trainqd.attempts import contract
 from trainqd.backends.slurm import users_container_refusal

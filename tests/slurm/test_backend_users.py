@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon import Daemon, trainer
-from tests.helpers import wait_for
-from tests.multiuser.accounts import ADMINS, Accounts
-from tests.multiuser.support import trainq_as
-from tests.slurm.conftest import Slurm
-from tests.slurm.support import POLL, slurm_job_of, slurm_trainqd
+from tests.support.accounts import ADMINS, Accounts
+from tests.support.daemon import Daemon, trainer
+from tests.support.slurm import POLL, Slurm, slurm_job_of, slurm_trainqd
+from tests.support.users import trainq_as
+from tests.support.waiting import wait_for
 from trainq.core.errors import ExitCode
 from trainq.core.spec import parse_spec
 from trainq.waiting import exit_status_of

@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from tests.helpers import wait_for
-from tests.slurm.conftest import Slurm
+from tests.support.slurm import Slurm
+from tests.support.waiting import wait_for
 from trainq.context import Context
 from trainq.core.spec import parse_spec
 from trainq.export_command import ExportRequest, run_export

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.daemon import Daemon, running_daemon, scratch_dir
-from tests.multiuser.conftest import accounts, workstation  # noqa: F401 (fixtures)
-from tests.ui.support import CHROMIUM, CHROMIUM_ARGS, Forwarder, forwarder, write_gpus
+from tests.support.daemon import Daemon, running_daemon, scratch_dir
+from tests.support.fixtures.multiuser import accounts, workstation
+from tests.support.ui import CHROMIUM, CHROMIUM_ARGS, Forwarder, forwarder, write_gpus
+
+__all__ = ["accounts", "workstation"]  # the multi-user fixtures, for the privacy tests
 
 
 @pytest.fixture(scope="session")

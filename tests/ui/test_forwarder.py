@@ -15,8 +15,8 @@ import psutil
 import pytest
 from playwright.sync_api import Browser
 
-from tests.daemon import TRAINQ, Daemon
-from tests.ui.support import TOKEN_HEADER, Forwarder, fetch, open_page, until
+from tests.support.daemon import TRAINQ, Daemon
+from tests.support.ui import TOKEN_HEADER, Forwarder, fetch, open_page, until
 
 pytestmark = pytest.mark.ui
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser
 
-from tests.daemon import Daemon
-from tests.ui.support import (
+from tests.support.daemon import Daemon
+from tests.support.ui import (
     Forwarder,
     cells,
     screenshot,

@@ -12,11 +12,11 @@ import psutil
 import pytest
 from playwright.sync_api import Browser
 
-from tests.daemon import Daemon
-from tests.helpers import wait_for
-from tests.multiuser.accounts import Accounts, User
-from tests.multiuser.support import SYSTEM_PYTHON, submit_as
-from tests.ui.support import TOKEN_HEADER, forwarder, screenshot, until
+from tests.support.accounts import Accounts, User
+from tests.support.daemon import Daemon
+from tests.support.ui import TOKEN_HEADER, forwarder, screenshot, until
+from tests.support.users import SYSTEM_PYTHON, submit_as
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.ui, pytest.mark.multiuser]
 

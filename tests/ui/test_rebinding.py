@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser
 
-from tests.daemon import Daemon
-from tests.ui.support import CHROMIUM, CHROMIUM_ARGS, Forwarder, fetch
+from tests.support.daemon import Daemon
+from tests.support.ui import CHROMIUM, CHROMIUM_ARGS, Forwarder, fetch
 
 pytestmark = pytest.mark.ui
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.daemon import Daemon
+from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.ui
 

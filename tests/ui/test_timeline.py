@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.daemon import Daemon
-from tests.ui.support import Forwarder, screenshot, until
+from tests.support.daemon import Daemon
+from tests.support.ui import Forwarder, screenshot, until
 
 pytestmark = pytest.mark.ui
 

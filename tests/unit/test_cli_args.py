@@ -4,8 +4,6 @@ mistake, without a daemon."""
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -16,12 +14,7 @@ from trainq import __version__, cli
 from trainq.cli import main
 from trainq.specfile import SPEC_FLAGS, ChannelFlag
 
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The user's shell may export these; the tests choose for themselves.
-    monkeypatch.delenv("TRAINQ_SOCKET", raising=False)
-    monkeypatch.delenv("TRAINQ_DEBUG", raising=False)
+pytestmark = pytest.mark.usefixtures("cli_environment")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -235,31 +228,6 @@ def test_the_socket_from_the_environment(
         f"trainqd at {tmp_path}/flag.sock:"
         in run(["health", "--socket", str(tmp_path / "flag.sock")], capsys)[2]
     )
-
-
-def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
-    # The fast commands, and usage errors, must not pay for rich, pydantic or httpx (see
-    # trainq.cli's docstring); typer is loaded, its rich help is not.
-    probe = (
-        "import sys\n"
-        "from trainq.cli import main\n"
-        f"status = main(['--socket', {str(tmp_path / 'x.sock')!r}, 'submit', '--', 'true'])\n"
-        "usage = main(['submit', '--gpus', 'two'])\n"
-        "heavy = sorted(m for m in ('rich', 'pydantic', 'httpx') if m in sys.modules)\n"
-        "print(status, usage, heavy)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=30
-    )
-    assert result.stdout == "7 2 []\n"
-    module = subprocess.run(
-        [sys.executable, "-m", "trainq", "--version"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=30,
-    )
-    assert (module.returncode, module.stdout) == (0, f"trainq {__version__}\n")
 
 
 def test_submit_and_export_take_each_spec_flag_as_declared() -> None:

@@ -4,56 +4,20 @@ what it prints, and its exit status. Ctrl-C and a closed pipe use a real `trainq
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apistub import ApiStub, Reply, Seen
-from tests.helpers import wait_for
 
+from tests.support.apistub import RUNNING_JOB, ApiStub, Reply, events
 from trainq.cli import main
 from trainq.client import following
 
-RUNNING_JOB: dict[str, Any] = {
-    "id": 5,
-    "name": "resnet-a",
-    "state": "RUNNING",
-    "priority": 0,
-    "owner": {"uid": 0, "user": "root"},
-    "runtime": "subprocess",
-    "gpus": [0],
-    "job_dir": "/var/lib/trainq/jobs/5/ml",
-    "attempts": [],
-    "created_at": "2026-05-01T12:00:00Z",
-    "started_at": "2026-05-01T12:00:01Z",
-    "spec": {"gpus": 1, "command": ["python3", "train.py"]},
-}
+pytestmark = pytest.mark.usefixtures("cli_environment")
 
 
 def ended(state: str, **reasons: str) -> dict[str, Any]:
     return {**RUNNING_JOB, "state": state, "ended_at": "2026-05-01T12:03:01Z", **reasons}
-
-
-def events(*states: str, first_id: int = 1) -> list[bytes]:
-    return [
-        json.dumps(
-            {"id": first_id + i, "job_id": 5, "time": "2026-05-01T12:00:00Z", "to_state": s}
-        ).encode()
-        + b"\n"
-        for i, s in enumerate(states)
-    ]
-
-
-@pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TRAINQ_DEBUG", raising=False)
-    monkeypatch.delenv("NO_COLOR", raising=False)
 
 
 def trainq(stub: ApiStub, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -290,62 +254,3 @@ def test_an_unexpected_answer_is_one_line_not_a_traceback(
     assert err.count("\n") == 1
     monkeypatch.setenv("TRAINQ_DEBUG", "1")
     assert "Traceback (most recent call last)" in trainq(stub, capsys, "submit", "--", "true")[2]
-
-
-# --- real processes: Ctrl-C and a reader that goes away ---
-
-
-# `python -m trainq`, with Ctrl-C as at a terminal even where these tests run with SIGINT
-# ignored (a shell's background job), which the child would inherit and keep.
-INTERRUPTIBLE_TRAINQ = (
-    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "sys.argv[0] = 'trainq'; runpy.run_module('trainq', run_name='__main__', alter_sys=True)"
-)
-
-
-def trainq_process(stub: ApiStub, *argv: str, **popen: Any) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-c", INTERRUPTIBLE_TRAINQ, "--socket", stub.socket_path, *argv]
-    return subprocess.Popen(command, stderr=subprocess.PIPE, **popen)
-
-
-def test_ctrl_c_while_waiting_leaves_the_job_running(stub: ApiStub) -> None:
-    hang_up = threading.Event()
-
-    def live_events(_seen: Seen) -> Reply:
-        def chunks() -> Iterator[bytes]:
-            yield from events("RUNNING")
-            hang_up.wait(10)
-
-        return Reply(chunks=chunks())
-
-    stub.on("GET", "/v1/jobs/5", Reply(body={**RUNNING_JOB, "state": "PENDING"}))
-    stub.on("GET", "/v1/events", live_events)
-    process = trainq_process(stub, "wait", "5", stdout=subprocess.DEVNULL)
-    try:
-        wait_for(lambda: stub.requests_to("/v1/events"), what="trainq to follow the events")
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=10)
-    finally:
-        hang_up.set()
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 130
-    assert err.decode() in {
-        # whether the RUNNING event had been read when the signal came
-        "trainq: stopped waiting; job 5 (RUNNING) keeps running (`trainq stop 5` stops it)\n",
-        "trainq: stopped waiting; job 5 (PENDING) keeps running (`trainq stop 5` stops it)\n",
-    }
-
-
-def test_a_closed_pipe_ends_quietly(stub: ApiStub) -> None:
-    many = [{**RUNNING_JOB, "id": i} for i in range(1, 2000)]
-    stub.on("GET", "/v1/jobs", Reply(body={"jobs": many}))
-    read_end, write_end = os.pipe()
-    os.close(read_end)  # like `| head -1` after its line
-    try:
-        process = trainq_process(stub, "ls", "--json", stdout=write_end)
-    finally:
-        os.close(write_end)
-    _, err = process.communicate(timeout=20)
-    assert (process.returncode, err) == (141, b"")

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apistub import ApiStub, Reply
 
+from tests.support.apistub import ApiStub, Reply
 from trainq.cli import main
 
 IMAGE_JOB: dict[str, Any] = {

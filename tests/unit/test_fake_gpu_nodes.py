@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,28 +108,3 @@ def test_a_record_that_is_not_one_is_a_refusal_in_one_line(tmp_path: Path) -> No
         make_nodes(tmp_path / "dev", [0], record)
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "dev").exists()
-
-
-def test_nodes_that_cannot_be_recorded_are_not_made(tmp_path: Path) -> None:
-    """A full disk under the state dir: trainqd runs without nodes rather than make some it
-    could not tell as its own after a crash."""
-    state = tmp_path / "state"
-    state.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(state)], check=True)
-    try:
-        with contextlib.suppress(OSError), (state / "filler").open("wb") as filler:
-            while True:
-                filler.write(b"x" * 4096)
-                filler.flush()
-        record = state / "record.json"
-        nodes = make_nodes(tmp_path / "dev", [0, 1], record)
-        assert nodes.unrecorded is not None
-        assert nodes.unrecorded.startswith(f"cannot record them in {record}: "), nodes
-        assert (nodes.owned, nodes.foreign) == ([], [])
-        assert not (tmp_path / "dev").exists()
-        (tmp_path / "dev").mkdir()
-        nodes = make_nodes(tmp_path / "dev", [0, 1], record)
-        assert nodes.unrecorded is not None
-        assert list((tmp_path / "dev").iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(state)], check=False)

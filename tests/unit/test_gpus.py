@@ -4,19 +4,15 @@ the NVIDIA driver (this one, and CI). tests/gpu/ checks NVML on real hardware.""
 from __future__ import annotations
 
 import ctypes
-import json
 import re
-import subprocess
-import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pynvml
 import pytest
-from tests.helpers import wait_for
 
+from tests.support.watching import write_gpu_file
 from trainqd.gpus import GpuBackendError, GpuUsage, NoGpuBackend, open_backend
 from trainqd.gpus.base import DISTANCE_NVLINK, DISTANCE_PCIE_SWITCH
 from trainqd.gpus.fake import FAKE_GPU_NAME, FakeGpuBackend
@@ -24,33 +20,6 @@ from trainqd.gpus.nvml import NvmlBackend, _canonical_bus_id, _text
 
 UUID_FORMAT = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 BUS_ID_FORMAT = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=5)
-
-
-def start_sleeper(started: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(["sleep", "60"])
-    started.append(process)
-    return process
-
-
-def write_json(path: Path, document: object) -> None:
-    # Replaced atomically, as an operator's tool should: the reader never sees half a file.
-    scratch = path.with_suffix(".tmp")
-    scratch.write_text(json.dumps(document))
-    scratch.replace(path)
-
-
-def gpus_in_use(backend: FakeGpuBackend) -> dict[int, frozenset[int]]:
-    return {usage.index: usage.pids for usage in backend.usage() if usage.pids}
 
 
 # --- fake:N -------------------------------------------------------------------------------
@@ -111,7 +80,7 @@ def test_fake_accepts_one_and_sixty_four() -> None:
 
 def test_fake_file_gives_names_memory_and_distances(tmp_path: Path) -> None:
     path = tmp_path / "gpus.json"
-    write_json(
+    write_gpu_file(
         path,
         {
             "gpus": [
@@ -134,58 +103,15 @@ def test_fake_file_gives_names_memory_and_distances(tmp_path: Path) -> None:
 
 def test_fake_file_with_count_only_uses_the_server_layout(tmp_path: Path) -> None:
     path = tmp_path / "gpus.json"
-    write_json(path, {"count": 4})
+    write_gpu_file(path, {"count": 4})
     backend = open_backend(f"fake:{path}")
     assert backend.devices() == open_backend("fake:4").devices()
     assert backend.distance(2, 3) == DISTANCE_PCIE_SWITCH
 
 
-def test_a_declared_pid_blocks_its_gpu_only_while_alive(
-    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
-) -> None:
-    dead = start_sleeper(processes)
-    dead.kill()
-    dead.wait()
-    alive = start_sleeper(processes)
-    path = tmp_path / "gpus.json"
-    write_json(path, {"count": 4, "processes": {"1": [alive.pid, dead.pid]}})
-    backend = FakeGpuBackend.from_file(path)
-
-    usage = backend.usage()
-    assert usage[1].pids == {alive.pid}
-    assert usage[1].taken_by_others(held_by_trainq=False)
-    assert not usage[1].taken_by_others(held_by_trainq=True)
-    assert not any(u.pids for u in usage if u.index != 1)
-
-    alive.kill()  # not reaped yet: a zombie holds no GPU
-    wait_for(lambda: not gpus_in_use(backend), timeout=5, what="GPU 1 to be free")
-    alive.wait()
-    assert not gpus_in_use(backend)
-
-
-def test_the_file_is_read_again_when_it_changes(
-    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
-) -> None:
-    path = tmp_path / "gpus.json"
-    write_json(path, {"count": 4})
-    backend = FakeGpuBackend.from_file(path)
-    assert not gpus_in_use(backend)
-
-    sleeper = start_sleeper(processes)
-    write_json(path, {"count": 4, "processes": {"2": [sleeper.pid]}})
-    assert gpus_in_use(backend) == {2: {sleeper.pid}}
-
-    # Rewritten in place, same size, within the same clock tick: still noticed.
-    path.write_text(json.dumps({"count": 4, "processes": {"3": [sleeper.pid]}}))
-    assert gpus_in_use(backend) == {3: {sleeper.pid}}
-
-    write_json(path, {"count": 4, "processes": {}})
-    assert not gpus_in_use(backend)
-
-
 def test_a_broken_file_makes_every_gpu_busy_until_it_is_fixed(tmp_path: Path) -> None:
     path = tmp_path / "gpus.json"
-    write_json(path, {"count": 2})
+    write_gpu_file(path, {"count": 2})
     backend = FakeGpuBackend.from_file(path)
     assert not any(usage.error for usage in backend.usage())
 
@@ -197,10 +123,10 @@ def test_a_broken_file_makes_every_gpu_busy_until_it_is_fixed(tmp_path: Path) ->
     path.unlink()
     assert all(u.error and "cannot read" in u.error for u in backend.usage())
 
-    write_json(path, {"count": 3})
+    write_gpu_file(path, {"count": 3})
     assert all(u.error and "restart trainqd" in u.error for u in backend.usage())
 
-    write_json(path, {"count": 2})
+    write_gpu_file(path, {"count": 2})
     assert backend.usage() == [GpuUsage(0, 0, frozenset()), GpuUsage(1, 0, frozenset())]
 
 
@@ -232,7 +158,7 @@ def test_bad_fake_files_say_what_is_wrong_in_one_line(
     tmp_path: Path, document: object, message: str
 ) -> None:
     path = tmp_path / "gpus.json"
-    write_json(path, document)
+    write_gpu_file(path, document)
     with pytest.raises(GpuBackendError) as caught:
         open_backend(f"fake:{path}")
     assert str(caught.value).startswith(f"--gpus fake:{path}: {path}")
@@ -310,17 +236,6 @@ def test_auto_falls_back_to_no_gpus_and_says_why() -> None:
     assert backend.kind == "none"
     assert backend.reason is not None
     assert "libnvidia-ml.so.1" in backend.reason
-
-
-def test_the_nvml_backend_never_imports_pynvml_until_chosen() -> None:
-    probe = (
-        "import sys; from trainqd.gpus import open_backend; open_backend('fake:2'); "
-        "open_backend('none'); print('pynvml' in sys.modules)"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=30
-    )
-    assert result.stdout.strip() == "False"
 
 
 # --- the NVML backend's own logic, over a stand-in for the driver library -----------------

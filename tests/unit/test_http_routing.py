@@ -1,4 +1,5 @@
-"""The API's routing and request parsing, without sockets."""
+"""The API's routing and request parsing, without sockets: trainqd's own route table in its
+router, and the matcher's corners on a table made up for them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from tests.support.inprocess import trainqd_api
 from trainq.core.errors import InvalidRequest, InvalidSpec, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.wire import StopRequest
@@ -32,57 +34,85 @@ def route(method: str, pattern: str, query: Sequence[QueryParam] = ()) -> Route:
     return Route(method, pattern, handler, f"{method} {pattern}", query=query)
 
 
-ROUTER = Router(
-    [
-        route("POST", "/v1/jobs"),
-        route("GET", "/v1/jobs"),
-        route("GET", "/v1/jobs/{id}"),
-        route("GET", "/v1/jobs/active"),
-        route("POST", "/v1/jobs/{id}/stop"),
-        route("GET", "/v1/jobs/{id}/logs"),
-        route("GET", "/v1/files/{id}/raw"),
-        route("GET", "/v1/files/latest/meta"),
-    ]
-)
-
-
 def request(body: bytes = b"", query: str = "", content_type: str | None = None) -> Request:
     headers = [("content-type", content_type)] if content_type else []
     _, parsed = split_target(f"/x?{query}")
     return Request("POST", "/x", parsed, headers, body, Caller(uid=1000, gid=1000, pid=42))
 
 
-def test_routes_and_path_parameters() -> None:
-    found, params = ROUTER.match("GET", "/v1/jobs/17")
+# A table made up to reach the matcher's corners (a literal segment beside a parameter, a
+# literal dead end to back out of); trainqd's own table is `trainqd_table` below.
+CORNERS = Router(
+    [
+        route("GET", "/v1/jobs/{id}"),
+        route("GET", "/v1/jobs/active"),
+        route("GET", "/v1/files/{id}/raw"),
+        route("GET", "/v1/files/latest/meta"),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def trainqd_table(tmp_path_factory: pytest.TempPathFactory) -> list[Route]:
+    """The routes of trainqd's API, as the daemon builds them."""
+    return trainqd_api(tmp_path_factory.mktemp("api")).routes()
+
+
+@pytest.fixture(scope="module")
+def router(trainqd_table: list[Route]) -> Router:
+    """trainqd's router on its own table (the daemon makes no other)."""
+    return Router(trainqd_table)
+
+
+def sample_path(route: Route) -> tuple[str, dict[str, str]]:
+    """A path that `route` names, each parameter given a value of its own."""
+    params = {name: f"{name}-{n + 7}" for n, name in enumerate(route.param_names)}
+    return route.pattern.format(**params), params
+
+
+def test_every_route_of_trainqd_is_reached_by_its_own_paths(
+    trainqd_table: list[Route], router: Router
+) -> None:
+    assert len(trainqd_table) > 20  # the whole table: jobs, sharing, again, tunes, pages
+    for route in trainqd_table:
+        path, params = sample_path(route)
+        found, found_params = router.match(route.method, path)
+        assert found is route, f"{route.method} {path} reaches {found.method} {found.pattern}"
+        assert found_params == params
+
+
+def test_routes_and_path_parameters(router: Router) -> None:
+    found, params = router.match("GET", "/v1/jobs/17")
     assert (found.pattern, params) == ("/v1/jobs/{id}", {"id": "17"})
-    found, params = ROUTER.match("POST", "/v1/jobs/17/stop")
+    found, params = router.match("POST", "/v1/jobs/17/stop")
     assert (found.pattern, params) == ("/v1/jobs/{id}/stop", {"id": "17"})
-    assert ROUTER.match("GET", "/v1/jobs")[0].method == "GET"
-    assert ROUTER.match("POST", "/v1/jobs")[0].method == "POST"
+    assert router.match("GET", "/v1/jobs")[0].method == "GET"
+    assert router.match("POST", "/v1/jobs")[0].method == "POST"
 
 
 def test_a_literal_segment_wins_over_a_parameter() -> None:
-    assert ROUTER.match("GET", "/v1/jobs/active") == (ROUTER.routes[3], {})
+    assert CORNERS.match("GET", "/v1/jobs/active") == (CORNERS.routes[1], {})
+    assert CORNERS.match("GET", "/v1/jobs/activ") == (CORNERS.routes[0], {"id": "activ"})
 
 
 def test_matching_backtracks_from_a_literal_dead_end() -> None:
-    found, params = ROUTER.match("GET", "/v1/files/latest/raw")
+    found, params = CORNERS.match("GET", "/v1/files/latest/raw")
     assert (found.pattern, params) == ("/v1/files/{id}/raw", {"id": "latest"})
 
 
 @pytest.mark.parametrize("path", ["/v1/jobz", "/v1/jobs/", "/v1/jobs/1/2", "/", "v1/jobs", ""])
-def test_unknown_paths(path: str) -> None:
+def test_unknown_paths(router: Router, path: str) -> None:
     with pytest.raises(NotFound, match="no such path"):
-        ROUTER.match("GET", path)
+        router.match("GET", path)
 
 
-def test_wrong_method_names_the_right_ones() -> None:
+def test_wrong_method_names_the_right_ones(router: Router) -> None:
     with pytest.raises(WrongMethod) as wrong:
-        ROUTER.match("GET", "/v1/jobs/3/stop")
+        router.match("GET", "/v1/jobs/3/stop")
     assert str(wrong.value) == "GET /v1/jobs/3/stop: use POST"
     assert wrong.value.allowed == ("POST",)
-    with pytest.raises(WrongMethod, match=r"DELETE /v1/jobs: use GET, HEAD or POST"):
-        ROUTER.match("DELETE", "/v1/jobs")
+    with pytest.raises(WrongMethod, match=r"PUT /v1/jobs: use GET, HEAD or POST"):
+        router.match("PUT", "/v1/jobs")
 
 
 @pytest.mark.parametrize(
@@ -102,10 +132,13 @@ def test_bad_route_tables_are_refused(routes: list[Route], message: str) -> None
         Router(routes)
 
 
-@given(st.text(alphabet="/abcjobsv1{}%-_. ", max_size=40), st.sampled_from(["GET", "POST"]))
-def test_any_path_matches_or_is_a_clean_404_or_405(path: str, method: str) -> None:
+@given(
+    st.text(alphabet="/abcdefijlnoprstuv1{}%-_. ", max_size=40),
+    st.sampled_from(["GET", "POST", "PATCH", "DELETE"]),
+)
+def test_any_path_matches_or_is_a_clean_404_or_405(router: Router, path: str, method: str) -> None:
     try:
-        found, params = ROUTER.match(method, path)
+        found, params = router.match(method, path)
     except (NotFound, WrongMethod):
         return
     assert found.method == method

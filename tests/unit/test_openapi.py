@@ -1,4 +1,4 @@
-"""The OpenAPI document generated from a route table shaped like trainqd's own."""
+"""The OpenAPI document generated from trainqd's own route table."""
 
 from __future__ import annotations
 
@@ -8,53 +8,20 @@ from typing import Any
 
 import pytest
 
-from trainq.core.spec import JobSpec
-from trainq.core.wire import EventRecord, GpuList, HealthRecord, JobList, JobRecord, StopRequest
+from tests.support.inprocess import trainqd_api
 from trainqd.api.openapi import build_openapi
-from trainqd.api.routing import QueryParam, Request, Response, Route
-
-
-async def handler(request: Request) -> Response:
-    return Response()
-
-
-ROUTES = [
-    Route("POST", "/v1/jobs", handler, "Submit a job", JobSpec, JobRecord, status=201),
-    Route(
-        "GET",
-        "/v1/jobs",
-        handler,
-        "List jobs",
-        response_model=JobList,
-        query=[QueryParam("all", "boolean", "finished jobs too", default=False)],
-    ),
-    Route("GET", "/v1/jobs/{id}", handler, "Show a job", response_model=JobRecord),
-    Route("POST", "/v1/jobs/{id}/stop", handler, "Stop a job", StopRequest, JobRecord),
-    Route(
-        "GET",
-        "/v1/jobs/{id}/logs",
-        handler,
-        "A job's output",
-        query=[QueryParam("follow", "boolean"), QueryParam("tail", "integer", minimum=0)],
-        streaming_content_type="text/plain",
-    ),
-    Route("GET", "/v1/gpus", handler, "GPUs", response_model=GpuList),
-    Route(
-        "GET",
-        "/v1/events",
-        handler,
-        "Job events as they happen",
-        response_model=EventRecord,
-        streaming_content_type="application/x-ndjson",
-    ),
-    Route("GET", "/v1/health", handler, "Health", response_model=HealthRecord),
-    Route("GET", "/v1/openapi.json", handler, "This document"),
-]
+from trainqd.api.routing import Route
 
 
 @pytest.fixture(scope="module")
-def document() -> dict[str, Any]:
-    built = build_openapi(ROUTES, version="0.1.0")
+def table(tmp_path_factory: pytest.TempPathFactory) -> list[Route]:
+    """trainqd's route table, as the daemon builds it."""
+    return trainqd_api(tmp_path_factory.mktemp("api")).routes()
+
+
+@pytest.fixture(scope="module")
+def document(table: list[Route]) -> dict[str, Any]:
+    built = build_openapi(table, version="0.1.0")
     ready: dict[str, Any] = json.loads(json.dumps(built))  # as a client reads it
     return ready
 
@@ -94,14 +61,14 @@ def test_every_ref_resolves_and_points_into_components(document: dict[str, Any])
     assert "$defs" not in json.dumps(document)  # nothing left in pydantic's local form
 
 
-def test_every_route_is_an_operation(document: dict[str, Any]) -> None:
-    for route in ROUTES:
+def test_every_route_is_an_operation(table: list[Route], document: dict[str, Any]) -> None:
+    for route in table:
         operation = document["paths"][route.pattern][route.method.lower()]
         assert operation["summary"] == route.summary
         assert "4XX" in operation["responses"]
         assert "5XX" in operation["responses"]
     ids = [op["operationId"] for path in document["paths"].values() for op in path.values()]
-    assert len(ids) == len(set(ids)) == len(ROUTES)
+    assert len(ids) == len(set(ids)) == len(table)
 
 
 def test_wire_model_schemas_are_present_once(document: dict[str, Any]) -> None:
@@ -132,19 +99,24 @@ def test_wire_model_schemas_are_present_once(document: dict[str, Any]) -> None:
 def test_request_bodies_parameters_and_success_responses(document: dict[str, Any]) -> None:
     submit = document["paths"]["/v1/jobs"]["post"]
     body = submit["requestBody"]["content"]["application/json"]["schema"]
-    assert body == {"$ref": "#/components/schemas/JobSpec"}
+    spec = {"$ref": "#/components/schemas/JobSpec"}
+    assert body == {"anyOf": [spec, {"type": "array", "items": spec}]}  # a job or a sweep
     created = submit["responses"]["201"]["content"]["application/json"]["schema"]
-    assert created == {"$ref": "#/components/schemas/JobRecord"}
+    assert created == {
+        "anyOf": [
+            {"$ref": "#/components/schemas/JobRecord"},
+            {"$ref": "#/components/schemas/SubmittedGroup"},
+        ]
+    }
 
-    listing = document["paths"]["/v1/jobs"]["get"]
-    assert listing["parameters"] == [
-        {
-            "name": "all",
-            "in": "query",
-            "schema": {"type": "boolean", "default": False},
-            "description": "finished jobs too",
-        }
-    ]
+    listing = {p["name"]: p for p in document["paths"]["/v1/jobs"]["get"]["parameters"]}
+    assert listing["all"] == {
+        "name": "all",
+        "in": "query",
+        "schema": {"type": "boolean", "default": False},
+        "description": "include ended jobs",
+    }
+    assert listing["group"]["schema"] == {"type": "integer", "minimum": 1}
     logs = document["paths"]["/v1/jobs/{id}/logs"]["get"]
     assert logs["parameters"][0] == {
         "name": "id",
@@ -152,8 +124,8 @@ def test_request_bodies_parameters_and_success_responses(document: dict[str, Any
         "required": True,
         "schema": {"type": "string"},
     }
-    assert logs["parameters"][2]["schema"] == {"type": "integer", "minimum": 0}
-    assert logs["responses"]["200"]["content"] == {"text/plain": {"schema": {"type": "string"}}}
+    text = {"text/plain; charset=utf-8": {"schema": {"type": "string"}}}
+    assert logs["responses"]["200"]["content"] == text
     events = document["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
     assert events == {
         "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/EventRecord"}}

@@ -2,49 +2,9 @@ from __future__ import annotations
 
 import signal
 
-from trainq.core.spec import JobSpec
+from tests.support.factories import attempt, job, record
 from trainq.core.states import JobState
-from trainqd.monitor.records import ExitRecord
 from trainqd.scheduling.outcomes import LOST_REASON, judge_end
-from trainqd.store.store import AttemptRow, JobOwner, JobRow
-
-
-def job(state: JobState = JobState.RUNNING, **spec: object) -> JobRow:
-    return JobRow(
-        id=1,
-        name="j",
-        state=state,
-        priority=0,
-        owner=JobOwner(1000, 1000, "alice"),
-        spec=JobSpec.model_validate({"command": ["x"], "retry_backoff_seconds": 1, **spec}),
-        gpus=(0,),
-        gpu_uuids=("u",),
-        created_at=0.0,
-        started_at=1.0,
-        ended_at=None,
-        failure_reason=None,
-        stop_reason="stopped by bob" if state == JobState.STOPPING else None,
-        not_before=None,
-        runtime_used=0.0,
-        attempt_count=1,
-        lost_count=0,
-    )
-
-
-def record(
-    outcome: str,
-    *,
-    exit_code: int | None = None,
-    signal: int | None = None,
-    reason: str | None = None,
-) -> ExitRecord:
-    return ExitRecord(1, 1, outcome, 1.0, 2.0, exit_code=exit_code, signal=signal, reason=reason)
-
-
-def attempt(number: int, outcome: str, exit_code: int | None = None) -> AttemptRow:
-    return AttemptRow(
-        1, number, (0,), 0.0, 1.0, exit_code, None, outcome, None, True, None, None, None
-    )
 
 
 def test_success() -> None:

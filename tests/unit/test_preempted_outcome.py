@@ -8,8 +8,7 @@ import signal
 from dataclasses import replace
 from pathlib import Path
 
-from tests.unit.test_outcomes import attempt, job, record
-
+from tests.support.factories import attempt, job, record
 from trainq.core.outcomes import Outcome
 from trainq.core.states import JobState
 from trainqd.monitor.outcome import Stop, conclude, not_started, read_stop_request

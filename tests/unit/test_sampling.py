@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.schema_history import downgrade
 
+from tests.support.schema_history import downgrade
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.gpus import GpuBackendError, GpuSample, open_backend

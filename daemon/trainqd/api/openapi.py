@@ -137,7 +137,8 @@ def _query_parameter(param: QueryParam) -> dict[str, Any]:
 
 
 def _operation_id(route: Route) -> str:
-    """`get_v1_jobs_id_logs`: unique per method and pattern, which the router enforces."""
+    """`get_v1_jobs_id_logs`: unique per method and pattern, which the router enforces (a
+    trailing slash is a word too: `/ui/` is `get_ui_slash`, `/ui` is `get_ui`)."""
     words = [route.method.lower()]
-    words += [segment.strip("{}") for segment in route.pattern.split("/") if segment]
+    words += [segment.strip("{}") or "slash" for segment in route.pattern.split("/")[1:]]
     return "_".join(word.replace("-", "_").replace(".", "_") for word in words)

@@ -7,16 +7,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import wait_for
-
+from tests.support.daemon import SYSTEM_PYTHON, TRAINERS, scratch_dir
+from tests.support.waiting import wait_for
+from trainq.core import outcomes
 from trainqd.attempts.watcher import StopCause
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
@@ -36,13 +35,42 @@ from trainqd.monitor.records import (
     write_record,
 )
 
-TRAINERS = Path(__file__).resolve().parent.parent / "trainers"
-# The system's Python for trainers: readable by every user (the virtualenv's interpreter
-# may live in a directory only root can enter), and a program the job's PATH finds.
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+PYTHON = SYSTEM_PYTHON  # the trainers' interpreter, which every owner may run
 PATH = "/usr/local/bin:/usr/bin:/bin"
 ROOT = Credentials(uid=0, gid=0, groups=[0], user="root", home="/root")
 NOBODY = Credentials(uid=65534, gid=65534, groups=[65534], user="nobody", home="/nonexistent")
+
+# A monitor started as a personal trainqd (not root) starts it: the Launch on stdin, trainqd's
+# package and trainq's (the monitor speaks trainq.core.outcomes) on the path in argv.
+PERSONAL_DAEMON = """
+import sys
+sys.path[:0] = sys.argv[1:]
+from trainqd.monitor import spawn
+from trainqd.monitor.records import Launch
+monitor = spawn.start_monitor(Launch.from_json(sys.stdin.buffer.read()))
+sys.exit(monitor.wait(15))
+"""
+
+
+def personal_monitor() -> list[str]:
+    """The argv of PERSONAL_DAEMON, with the packages' parents it puts on the path."""
+    package_parent = Path(procfs.__file__).resolve().parents[2]
+    core_parent = Path(outcomes.__file__).resolve().parents[2]
+    return [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)]
+
+
+def run_as_nobody(launch_json: bytes) -> subprocess.CompletedProcess[bytes]:
+    """A personal trainqd's monitor for `launch_json`, run as nobody to its end."""
+    return subprocess.run(
+        personal_monitor(),
+        input=launch_json,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def trainer(name: str, *args: str) -> list[str]:
@@ -165,8 +193,7 @@ def make_launch(root: Path, argv: list[str], **changes: Any) -> Launch:
 def attempt_of(argv: list[str], **changes: Any) -> Iterator[Attempt]:
     """A fresh directory with an Attempt for `argv` (not started yet); everything it
     started is killed and its directory removed afterwards."""
-    root = Path(tempfile.mkdtemp(prefix="tq-mon-", dir="/tmp"))
-    os.chmod(root, 0o755)  # noqa: S103 (a job's owner other than root must get in)
+    root = scratch_dir("tq-mon-")  # a job's owner other than root must get in
     attempt = Attempt(root, make_launch(root, argv, **changes))
     try:
         yield attempt

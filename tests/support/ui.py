@@ -3,7 +3,6 @@ and Debian's chromium driven by Playwright (the system's browser: nothing is dow
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import urllib.error
@@ -16,8 +15,9 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import Browser, Page
 
-from tests.daemon import TRAINQ, Daemon
-from tests.helpers import wait_for
+from tests.support.daemon import TRAINQ, Daemon
+from tests.support.waiting import wait_for
+from tests.support.watching import write_gpu_file
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -120,7 +120,7 @@ def cells(page: Page, selector: str) -> list[str]:
 def write_gpus(path: Path, readings: list[tuple[int, int]]) -> None:
     """The fake GPUs' file: one (utilization %, memory used MiB) per GPU."""
     gpus = [{"utilization": u, "memory_used_mib": m} for u, m in readings]
-    path.write_text(json.dumps({"count": len(gpus), "gpus": gpus}))
+    write_gpu_file(path, {"count": len(gpus), "gpus": gpus})
 
 
 def until(condition: Callable[[], Any], what: str, timeout: float = 15) -> Any:

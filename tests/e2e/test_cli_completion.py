@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.daemon import TRAINERS, TRAINQ, Daemon
+from tests.support.daemon import TRAINERS, TRAINQ, Daemon
 
 SLEEPER = str(TRAINERS / "sleeper.py")
 

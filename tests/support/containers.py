@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import Daemon, running_daemon
-from tests.helpers import wait_for
+from tests.support.daemon import Daemon, running_daemon
+from tests.support.waiting import wait_for
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "containers"
 PREPARE = HERE / "prepare"
 CONTAINERS_CONF = HERE / "containers.conf"
 IMAGE = "localhost/trainq-test:latest"
@@ -64,6 +64,22 @@ def attempt_log(daemon: Daemon, job_id: int, attempt: int = 1) -> str:
         with contextlib.suppress(OSError):
             texts.append(f"--- {name}\n{(attempt_dir / name).read_text()[-2000:]}")
     return "\n".join(texts)
+
+
+RELEASE = "/opt/ml/checkpoints/release"  # until_released.py ends once this exists
+
+
+def running_container(daemon: Daemon, engine: Engine, job_id: int, attempt: int) -> str:
+    """The name of the attempt's container, once its trainer runs (its pid file is taken
+    away, so that the next attempt's start can be seen)."""
+    pid_file = ml_path(daemon, job_id, "output", "data", "pid")
+    wait_for(pid_file.exists, timeout=15, what=f"attempt {attempt} of job {job_id} to start")
+    name = str(daemon.job(job_id)["attempts"][attempt - 1]["container"])
+    state = engine.container_state(name)
+    assert state is not None
+    assert state["Running"] is True, state
+    pid_file.unlink()  # so that the next attempt's start can be seen
+    return name
 
 
 @contextlib.contextmanager

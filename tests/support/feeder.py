@@ -1,6 +1,6 @@
 """Running the Pipe mode feeder the way a job's monitor runs it, and reading its FIFOs.
 
-No tests here: the feeder test modules share these helpers. A feeder runs in a forked
+A feeder runs in a forked
 child that optionally drops to another user, calls run_feeder and os._exit's with its
 result, exactly as the monitor does; its stderr goes to a file so that tests can check
 it stayed quiet.
@@ -16,7 +16,6 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -24,8 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers import wait_for
-
+from tests.support.daemon import scratch_dir
+from tests.support.waiting import wait_for
 from trainqd.monitor.feed.feeder import EXIT_STOPPED, run_feeder
 from trainqd.monitor.records import PipeChannel
 
@@ -179,8 +178,7 @@ class Workspace:
 
 @contextlib.contextmanager
 def workspace() -> Iterator[Workspace]:
-    root = Path(tempfile.mkdtemp(prefix="tq-feed-", dir="/tmp"))
-    root.chmod(0o755)
+    root = scratch_dir("tq-feed-")
     space = Workspace(root)
     try:
         space.data_dir.mkdir(parents=True)

@@ -5,18 +5,15 @@ daemon learns who asks from the kernel (SO_PEERCRED) exactly as in production.""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from tests.daemon import TRAINQ, Daemon
-from tests.multiuser.accounts import User
+from tests.support.accounts import User
+from tests.support.daemon import SYSTEM_PYTHON, TRAINQ, Daemon, trainer
+from tests.support.waiting import wait_for
 
-TRAINERS = Path(__file__).parent / "trainers"
-# The client script needs the standard library alone: the system's interpreter runs it, which
-# every user can (the project's may live where only root can enter).
-SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+TRAINERS = Path(__file__).resolve().parents[1] / "multiuser" / "trainers"
 
 # Standard library only, started with -I: nothing of the user's environment takes part.
 _HTTP_CLIENT = """
@@ -92,3 +89,32 @@ def files_containing(root: Path, needle: bytes) -> list[Path]:
         for path in sorted(root.rglob("*"))
         if path.is_file() and not path.is_symlink() and needle in path.read_bytes()
     ]
+
+
+def one_line(stderr: str) -> str:
+    """`stderr` itself, once it is checked to be one line of trainq's."""
+    assert stderr.endswith("\n"), stderr
+    assert stderr.count("\n") == 1, stderr
+    assert stderr.startswith("trainq: "), stderr
+    return stderr
+
+
+def start_sleeper(daemon: Daemon, user: User, cwd: Path, *args: str) -> dict[str, Any]:
+    """A job of `user` whose trainer sleeps until stopped; its record once it is running."""
+    done = trainq_as(
+        daemon,
+        user,
+        "submit",
+        "--json",
+        *args,
+        "--",
+        sys.executable,
+        trainer("sleeper.py"),
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stderr
+    job: dict[str, Any] = json.loads(done.stdout)
+    pid_file = Path(job["job_dir"]) / "output" / "data" / "pid"
+    pid = wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=20)
+    job["trainer_pid"] = int(pid)
+    return job

@@ -20,13 +20,16 @@ from typing import Any
 
 import httpx
 
-from tests.helpers import wait_for
+from tests.support.waiting import wait_for
 from trainqd.monitor import cgroup
 
 BIN = Path(sys.executable).parent
 TRAINQD = str(BIN / "trainqd")
 TRAINQ = str(BIN / "trainq")
-TRAINERS = Path(__file__).parent / "trainers"
+TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
+# The system's Python, for what other users run: readable by every user (the project's
+# interpreter may live in a directory only root can enter), and a program a job's PATH finds.
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
 
 

@@ -127,3 +127,31 @@ class ApiStub:
             pass  # the client hung up: what a stream's reader may do at any time
         finally:
             conn.close()
+
+
+def events(*states: str, first_id: int = 1) -> list[bytes]:
+    """The lines of /v1/events for job 5 going through `states`, ids from `first_id`."""
+    return [
+        json.dumps(
+            {"id": first_id + i, "job_id": 5, "time": "2026-05-01T12:00:00Z", "to_state": s}
+        ).encode()
+        + b"\n"
+        for i, s in enumerate(states)
+    ]
+
+
+# Job 5 as the stub shows it running.
+RUNNING_JOB: dict[str, Any] = {
+    "id": 5,
+    "name": "resnet-a",
+    "state": "RUNNING",
+    "priority": 0,
+    "owner": {"uid": 0, "user": "root"},
+    "runtime": "subprocess",
+    "gpus": [0],
+    "job_dir": "/var/lib/trainq/jobs/5/ml",
+    "attempts": [],
+    "created_at": "2026-05-01T12:00:00Z",
+    "started_at": "2026-05-01T12:00:01Z",
+    "spec": {"gpus": 1, "command": ["python3", "train.py"]},
+}
