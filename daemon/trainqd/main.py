@@ -53,7 +53,7 @@ from trainqd.scheduling.event_pruning import prune as prune_events
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.notifications import Notifications
 from trainqd.scheduling.scheduler import Scheduler
-from trainqd.store.store import Store, StoreError
+from trainqd.store import Store, StoreError
 
 EX_CONFIG = 78  # sysexits.h: systemd shows it as "configuration error"
 log = structlog.get_logger("trainqd")

@@ -40,7 +40,7 @@ from trainqd.monitor.records import ExitRecord, Launch
 from trainqd.planning.policy import CLAIM_SLACK
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.scheduler import Scheduler
-from trainqd.store.store import JobOwner, Store
+from trainqd.store import JobOwner, Store
 
 ME = account(os.geteuid())
 OWNER = JobOwner(ME.uid, ME.gid, ME.user)

@@ -16,8 +16,8 @@ import pytest
 from trainq.core.errors import DiskFull
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
+from trainqd.store import JobOwner, NewJobs, Store
 from trainqd.store.group_commit import GroupCommit
-from trainqd.store.store import JobOwner, NewJobs, Store
 
 OWNER = JobOwner(uid=1000, gid=1000, user="alice")
 BROKEN = JobOwner(uid=1001, gid=1001, user=None)  # NOT NULL fails

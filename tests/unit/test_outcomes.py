@@ -6,7 +6,7 @@ from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.monitor.records import ExitRecord
 from trainqd.scheduling.outcomes import LOST_REASON, judge_end
-from trainqd.store.store import AttemptRow, JobOwner, JobRow
+from trainqd.store import AttemptRow, JobOwner, JobRow
 
 
 def job(state: JobState = JobState.RUNNING, **spec: object) -> JobRow:

@@ -31,7 +31,7 @@ from trainq.core.wire import AttemptMetricsRecord, JobMetrics, MetricSeriesRecor
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.experiments.metric_reading import AttemptReader, patterns
 from trainqd.experiments.metric_series import AttemptMetrics
-from trainqd.store.store import JobRow, Store
+from trainqd.store import JobRow, Store
 
 POLL = 1.0
 SAVE_EVERY = 5.0

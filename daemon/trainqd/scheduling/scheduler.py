@@ -49,7 +49,7 @@ from trainqd.scheduling.launcher import Launcher
 from trainqd.scheduling.reconcile import reconcile
 from trainqd.scheduling.stopping import Stopping
 from trainqd.scheduling.unrecorded import FIRST_PAUSE, Backlog
-from trainqd.store.store import AttemptRow, JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
 
 log = structlog.get_logger("trainqd.scheduler")
 
