@@ -1,7 +1,7 @@
 """trainqd with a long history: 100,000 ended and 1,000 pending jobs, against an empty store
 measured the same way in the same run.
 
-    .venv/bin/python bench/scale.py [--ended 100000] [--pending 1000] [--n 300]
+    .venv/bin/python bench/scale.py [--ended 100000] [--pending 1000] [--n 300] [--source TREE]
 
 The history is written straight into the state database with bulk SQL while trainqd is
 stopped (one transaction, well under a second), then trainqd is started on it; the one fake
@@ -246,9 +246,10 @@ def main() -> None:
     parser.add_argument("--ended", type=int, default=100_000)
     parser.add_argument("--pending", type=int, default=1_000)
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--source", type=Path, help="run trainqd from this copy of the tree")
     args = parser.parse_args()
     print(f"# {machine()}; load {load()}")
-    with running_daemon() as daemon:
+    with running_daemon(source=args.source) as daemon:
         with daemon.client() as client:
             hold_the_gpu(client)
         empty = measure(daemon, args.n)
