@@ -9,6 +9,7 @@
   standard-library-only modules of trainq.core, nothing else: it starts with `python -S -I`
   and must start fast;
 - the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich.
+- only trainqd.store imports sqlite3: all of trainqd's SQL is the store's.
 
 Imports are read from the syntax tree, so an import inside a function or under
 TYPE_CHECKING counts too.
@@ -226,3 +227,10 @@ def test_the_cli_fast_path_loads_neither_pydantic_nor_rich(tmp_path: Path, argv:
     }
     assert "trainq.cli" in loaded
     assert {m for m in loaded if top(m) in ("pydantic", "rich")} == set()
+
+
+def test_only_the_store_speaks_sql() -> None:
+    """All of trainqd's SQL is in trainqd.store: no other module of trainqd imports sqlite3,
+    so none can hold a connection or a row of its own."""
+    outside = {n: p for n, p in DAEMON_MODULES.items() if not is_ours(n, "trainqd.store")}
+    assert violations(outside, lambda target: not is_ours(target, "sqlite3")) == []
