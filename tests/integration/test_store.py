@@ -127,6 +127,29 @@ def test_an_attempt_ends_once(store: Store) -> None:
         end()
 
 
+def test_an_attempt_is_recorded_as_its_ending_says(store: Store) -> None:
+    """Each of the ending's fields lands in its own column, whatever the others hold."""
+    job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+    store.begin_attempt(job.id, (), (), 2.0)
+    ending = Ending("signaled", 137, 9, "killed by SIGKILL")
+    store.end_attempt(
+        job.id,
+        1,
+        JobState.FAILED,
+        4.0,
+        ending,
+        attempt_started=None,  # as recorded when it began
+        attempt_ended=4.0,
+        retried=False,
+        event_reason="failed",
+    )
+    (attempt,) = store.attempts([job.id])[job.id]
+    recorded = Ending(attempt.outcome or "", attempt.exit_code, attempt.signal, attempt.reason)
+    assert recorded == ending
+    assert (attempt.started_at, attempt.ended_at) == (2.0, 4.0)
+    assert store.get(job.id).runtime_used == pytest.approx(2.0)
+
+
 def test_unknown_job(store: Store) -> None:
     with pytest.raises(NotFound, match="no job 42"):
         store.get(42)
