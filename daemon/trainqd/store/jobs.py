@@ -117,39 +117,27 @@ class Jobs(StoreBase):
         db = self._reader()
         db.row_factory = sqlite3.Row
         try:
-            return _page(db, states, owner_user, after, limit, group=group)
+            # A sweep's jobs by the (group_id, id) index, a user's by (owner_user, id).
+            where, args = _filters(states, owner_user=owner_user, group_id=group)
+            matching = (" WHERE " + " AND ".join(where)) if where else ""
+            db.execute("BEGIN")  # the count and the page from one snapshot
+            (total,) = db.execute(f"SELECT count(*) FROM jobs{matching}", args).fetchone()
+            paged = matching + (" AND " if where else " WHERE ") + "id>?"
+            rows = db.execute(
+                f"SELECT {JOB_COLUMNS} FROM jobs{paged} ORDER BY id LIMIT ?",
+                [*args, after, limit + 1],
+            ).fetchall()
+            jobs = [job_from(r) for r in rows[:limit]]
+            attempts: dict[int, list[AttemptRow]] = {j.id: [] for j in jobs}
+            if jobs:
+                for row in db.execute(
+                    f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE job_id BETWEEN ? AND ?"
+                    " ORDER BY job_id, number",
+                    (jobs[0].id, jobs[-1].id),
+                ):
+                    if row[0] in attempts:
+                        attempts[row[0]].append(attempt_from(row))
+            db.execute("COMMIT")
+            return [(j, attempts[j.id]) for j in jobs], int(total), len(rows) > limit
         finally:
             db.close()
-
-
-def _page(
-    db: sqlite3.Connection,
-    states: Sequence[JobState] | None,
-    owner_user: str | None,
-    after: int,
-    limit: int,
-    *,
-    group: int | None = None,
-) -> Page:
-    # A sweep's jobs by the (group_id, id) index, a user's by (owner_user, id).
-    where, args = _filters(states, owner_user=owner_user, group_id=group)
-    matching = (" WHERE " + " AND ".join(where)) if where else ""
-    db.execute("BEGIN")  # the count and the page from one snapshot
-    (total,) = db.execute(f"SELECT count(*) FROM jobs{matching}", args).fetchone()
-    paged = matching + (" AND " if where else " WHERE ") + "id>?"
-    rows = db.execute(
-        f"SELECT {JOB_COLUMNS} FROM jobs{paged} ORDER BY id LIMIT ?",
-        [*args, after, limit + 1],
-    ).fetchall()
-    jobs = [job_from(r) for r in rows[:limit]]
-    attempts: dict[int, list[AttemptRow]] = {j.id: [] for j in jobs}
-    if jobs:
-        for row in db.execute(
-            f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE job_id BETWEEN ? AND ?"
-            " ORDER BY job_id, number",
-            (jobs[0].id, jobs[-1].id),
-        ):
-            if row[0] in attempts:
-                attempts[row[0]].append(attempt_from(row))
-    db.execute("COMMIT")
-    return [(j, attempts[j.id]) for j in jobs], int(total), len(rows) > limit
