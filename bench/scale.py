@@ -32,6 +32,7 @@ import time
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
+from api import cpu_seconds
 from common import Client, Daemon, hold_the_gpu, load, machine, running_daemon
 
 QUEUED_JOB = json.dumps({"name": "queued", "gpus": 1, "command": ["/bin/true"]}).encode()
@@ -98,14 +99,19 @@ def commits(client: Client) -> float:
 
 
 def grouped_submits(daemon: Daemon, clients: int, each: int) -> dict[str, float]:
-    """Submits/s from `clients` connections at once, and the commits they took per submit."""
+    """Submits/s from `clients` connections at once, the commits they took per submit, and
+    trainqd's CPU time per submit (steadier than the rate on a busy machine)."""
+    assert daemon.proc is not None
     with daemon.client() as client:
         before = commits(client)
+        cpu = cpu_seconds(daemon.proc.pid)
         rate = submits_per_second(daemon, clients, each)
+        used = cpu_seconds(daemon.proc.pid) - cpu
         taken = commits(client) - before
     return {
         f"submits/s, {clients} clients": rate,
         f"commits per submit, {clients} clients": taken / (clients * each),
+        f"trainqd CPU ms per submit, {clients} clients": used / (clients * each) * 1000,
     }
 
 
