@@ -11,7 +11,7 @@ from pathlib import Path
 from trainq.core.errors import NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import UNFINISHED, JobState
-from trainqd.store import database
+from trainqd.store.database import instance_name, open_reader
 from trainqd.store.memory import JobsInMemory
 from trainqd.store.rows import JOB_COLUMNS, JobRow, job_from
 from trainqd.store.transactions import Transactions
@@ -35,8 +35,8 @@ class StoreBase:
 
     @property
     def instance(self) -> str:
-        """This state's own name (database.instance)."""
-        return database.instance(self._db, self._writes)
+        """This state's own name (database.instance_name)."""
+        return instance_name(self._db, self._writes)
 
     def transaction(self) -> AbstractContextManager[None]:
         """One write transaction, for the modules whose tables are their own (tunes.py)."""
@@ -50,7 +50,7 @@ class StoreBase:
         return self._writes.write()
 
     def _reader(self, *, any_thread: bool = False) -> sqlite3.Connection:
-        return database.reader(self._path, any_thread=any_thread)
+        return open_reader(self._path, any_thread=any_thread)
 
     def get(self, job_id: int) -> JobRow:
         known = self._memory.rows.get(job_id)

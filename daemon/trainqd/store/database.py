@@ -19,7 +19,7 @@ class StoreError(Exception):
     """The database cannot be used (corrupt, newer schema, unwritable)."""
 
 
-def connect(path: Path) -> sqlite3.Connection:
+def open_writer(path: Path) -> sqlite3.Connection:
     """The writer's connection: WAL, every commit synced, foreign keys enforced, rows read
     by column name (rows.py)."""
     # SQLite gives its -wal and -shm files the database file's mode.
@@ -34,7 +34,7 @@ def connect(path: Path) -> sqlite3.Connection:
     return db
 
 
-def reader(path: Path, *, any_thread: bool = False) -> sqlite3.Connection:
+def open_reader(path: Path, *, any_thread: bool = False) -> sqlite3.Connection:
     """A read-only connection of its own, for a worker thread (WAL: beside the writer);
     `any_thread`: for one that several worker threads use in turn."""
     return sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, check_same_thread=not any_thread)
@@ -69,7 +69,7 @@ def migrate(db: sqlite3.Connection, writes: Transactions) -> None:
             )
 
 
-def instance(db: sqlite3.Connection, writes: Transactions) -> str:
+def instance_name(db: sqlite3.Connection, writes: Transactions) -> str:
     """This state's own name, made once: what tells its containers from another trainqd's
     on the same engine (two daemons both have a job 1)."""
     row = db.execute("SELECT value FROM meta WHERE key='instance'").fetchone()

@@ -7,9 +7,8 @@ import sqlite3
 from pathlib import Path
 
 from trainq.core.errors import DiskFull
-from trainqd.store import database
 from trainqd.store.attempts import Attempts
-from trainqd.store.database import StoreError
+from trainqd.store.database import StoreError, migrate, open_writer
 from trainqd.store.deletion import Deletion
 from trainqd.store.events import Events
 from trainqd.store.inserts import Inserts
@@ -28,8 +27,8 @@ class Store(Inserts, Attempts, Jobs, Events, Sharing, Reports, Deletion):
         """The state database at `path`, made or migrated, with its unfinished jobs and its
         drains read; StoreError in one line if it cannot be used."""
         try:
-            store = cls(database.connect(path), path)
-            database.migrate(store.connection, store._writes)
+            store = cls(open_writer(path), path)
+            migrate(store.connection, store._writes)
             store._memory.load(store.connection)
             store._load_drains()
         except DiskFull as exc:
