@@ -1,7 +1,7 @@
 """trainqd with a long history: 100,000 ended and 1,000 pending jobs, against an empty store
 measured the same way in the same run.
 
-    .venv/bin/python bench/scale.py [--ended 100000] [--pending 1000] [--n 300]
+    .venv/bin/python bench/scale.py [--ended 100000] [--pending 1000] [--n 300] [--source TREE]
 
 The history is written straight into the state database with bulk SQL while trainqd is
 stopped (one transaction, well under a second), then trainqd is started on it; the one fake
@@ -32,6 +32,7 @@ import time
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
+from api import cpu_seconds
 from common import Client, Daemon, hold_the_gpu, load, machine, running_daemon
 
 QUEUED_JOB = json.dumps({"name": "queued", "gpus": 1, "command": ["/bin/true"]}).encode()
@@ -98,14 +99,19 @@ def commits(client: Client) -> float:
 
 
 def grouped_submits(daemon: Daemon, clients: int, each: int) -> dict[str, float]:
-    """Submits/s from `clients` connections at once, and the commits they took per submit."""
+    """Submits/s from `clients` connections at once, the commits they took per submit, and
+    trainqd's CPU time per submit (steadier than the rate on a busy machine)."""
+    assert daemon.proc is not None
     with daemon.client() as client:
         before = commits(client)
+        cpu = cpu_seconds(daemon.proc.pid)
         rate = submits_per_second(daemon, clients, each)
+        used = cpu_seconds(daemon.proc.pid) - cpu
         taken = commits(client) - before
     return {
         f"submits/s, {clients} clients": rate,
         f"commits per submit, {clients} clients": taken / (clients * each),
+        f"trainqd CPU ms per submit, {clients} clients": used / (clients * each) * 1000,
     }
 
 
@@ -246,9 +252,10 @@ def main() -> None:
     parser.add_argument("--ended", type=int, default=100_000)
     parser.add_argument("--pending", type=int, default=1_000)
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--source", type=Path, help="run trainqd from this copy of the tree")
     args = parser.parse_args()
     print(f"# {machine()}; load {load()}")
-    with running_daemon() as daemon:
+    with running_daemon(source=args.source) as daemon:
         with daemon.client() as client:
             hold_the_gpu(client)
         empty = measure(daemon, args.n)

@@ -43,7 +43,7 @@ from trainqd.scheduling.stopping import Stopping
 from trainqd.scheduling.unrecorded import Backlog
 from trainqd.scheduling.wakeup import Wakeup
 from trainqd.scheduling.watching import Watching
-from trainqd.store.store import AttemptRow, JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
 
 
 @dataclass(frozen=True)

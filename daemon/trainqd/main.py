@@ -46,7 +46,7 @@ from trainqd.gpus.fake import FakeGpuBackend
 from trainqd.gpus.fake_nodes import RECORD_NAME as NODES_RECORD
 from trainqd.gpus.fake_nodes import NodeError
 from trainqd.observe import daemon_log, loop_lag
-from trainqd.store.store import Store, StoreError
+from trainqd.store import Store, StoreError
 
 EX_CONFIG = 78  # sysexits.h: systemd shows it as "configuration error"
 log = structlog.get_logger("trainqd")

@@ -8,7 +8,7 @@ import pytest
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.scheduling import event_pruning
-from trainqd.store.store import JobOwner, Store
+from trainqd.store import JobOwner, Store
 
 pytestmark = pytest.mark.asyncio
 
@@ -17,11 +17,7 @@ DAY = 86400.0
 
 
 def event_ids(store: Store) -> list[int]:
-    db = store.event_reader()
-    try:
-        return [int(row[0]) for row in db.execute("SELECT id FROM events ORDER BY id")]
-    finally:
-        db.close()
+    return [event.id for event in store.events_since(0, limit=1_000_000)]
 
 
 def history(store: Store, now: float) -> None:

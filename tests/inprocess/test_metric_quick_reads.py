@@ -22,7 +22,7 @@ from trainqd.access.identity import account
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.experiments.metric_watch import QUICK_BUDGET, MetricWatch
 from trainqd.monitor.records import STDOUT
-from trainqd.store.store import JobOwner, Store
+from trainqd.store import JobOwner, Store
 
 ME = account(os.geteuid())
 OWNER = JobOwner(ME.uid, ME.gid, ME.user)

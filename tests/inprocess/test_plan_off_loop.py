@@ -18,7 +18,7 @@ from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.planning import planner
 from trainqd.scheduling import scheduler
-from trainqd.store.store import NewJobs
+from trainqd.store import NewJobs
 
 pytestmark = pytest.mark.asyncio
 

@@ -24,7 +24,7 @@ from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import JobRecord
 from trainqd.planning.policy import CLAIM_SLACK
-from trainqd.store.store import JobOwner, Store
+from trainqd.store import JobOwner, Store
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,8 +17,8 @@ from tests.support.factories import OWNER
 from trainq.core.errors import DiskFull
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
+from trainqd.store import JobOwner, NewJobs, Store
 from trainqd.store.group_commit import GroupCommit
-from trainqd.store.store import JobOwner, NewJobs, Store
 
 BROKEN = JobOwner(uid=1001, gid=1001, user=None)  # NOT NULL fails
 

@@ -12,7 +12,8 @@
 - the client layer (trainq.client) imports nothing of the commands, and only it names the
   API's paths;
 - no import cycle in the CLI or in trainqd (`cycles`), and trainqd's layers (`LAYERS`) in
-  order: a module never imports one of a higher layer.
+  order: a module never imports one of a higher layer;
+- only trainqd.store imports sqlite3: all of trainqd's SQL is the store's.
 
 Imports are read from the syntax tree, so an import inside a function or under
 TYPE_CHECKING counts too.
@@ -409,3 +410,10 @@ def test_the_cli_fast_path_loads_neither_pydantic_nor_rich(tmp_path: Path, argv:
     }
     assert "trainq.cli" in loaded
     assert {m for m in loaded if top(m) in ("pydantic", "rich")} == set()
+
+
+def test_only_the_store_speaks_sql() -> None:
+    """All of trainqd's SQL is in trainqd.store: no other module of trainqd imports sqlite3,
+    so none can hold a connection or a row of its own."""
+    outside = {n: p for n, p in DAEMON_MODULES.items() if not is_ours(n, "trainqd.store")}
+    assert violations(outside, lambda target: not is_ours(target, "sqlite3")) == []

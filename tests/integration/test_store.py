@@ -16,8 +16,9 @@ from tests.support.schema_history import UNDO, downgrade
 from trainq.core.errors import DiskFull, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
+from trainqd.monitor.outcome import Ending
+from trainqd.store import JobChanges, JobOwner, Store, StoreError
 from trainqd.store.schema import MIGRATIONS, SCHEMA_VERSION
-from trainqd.store.store import JobChanges, JobOwner, Store, StoreError
 
 
 def test_submission_is_on_disk_when_submit_returns(tmp_path: Path) -> None:
@@ -37,19 +38,12 @@ def test_an_attempts_end_and_its_opt_ml_are_one_transaction(store: Store) -> Non
     NULL."""
     job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
     store.begin_attempt(job.id, (0,), ("u0",), 2.0)
-    ended: dict[str, Any] = {
-        "attempt_started": 2.0,
-        "attempt_ended": 3.0,
-        "exit_code": 0,
-        "signal": None,
-        "outcome": "exited",
-        "reason": None,
-        "event_reason": "retry",
-    }
-    store.end_attempt(job.id, 1, JobState.PENDING, 3.0, retried=True, opt_ml=False, **ended)
+    exited = Ending("exited", 0)
+    ended: dict[str, Any] = {"attempt_started": 2.0, "attempt_ended": 3.0, "event_reason": "retry"}
+    store.end_attempt(job.id, 1, JobState.PENDING, 3.0, exited, retried=True, opt_ml=False, **ended)
     assert store.attempts([job.id])[job.id][0].opt_ml is False
     store.begin_attempt(job.id, (0,), ("u0",), 4.0)
-    store.end_attempt(job.id, 2, JobState.COMPLETED, 5.0, retried=False, **ended)
+    store.end_attempt(job.id, 2, JobState.COMPLETED, 5.0, exited, retried=False, **ended)
     assert [a.opt_ml for a in store.attempts([job.id])[job.id]] == [False, None]
 
 
@@ -64,12 +58,9 @@ def test_guarded_transitions_and_events(store: Store) -> None:
         1,
         JobState.PENDING,
         4.0,
+        Ending("exited", 139, None, "segfault"),
         attempt_started=2.0,
         attempt_ended=4.0,
-        exit_code=139,
-        signal=None,
-        outcome="exited",
-        reason="segfault",
         retried=True,
         event_reason="retry",
         changes=JobChanges(not_before=10.0),
@@ -85,12 +76,9 @@ def test_guarded_transitions_and_events(store: Store) -> None:
         2,
         JobState.COMPLETED,
         12.0,
+        Ending("exited", 0, None, None),
         attempt_started=11.0,
         attempt_ended=12.0,
-        exit_code=0,
-        signal=None,
-        outcome="exited",
-        reason=None,
         retried=False,
         event_reason="completed",
     )
@@ -121,12 +109,9 @@ def test_an_attempt_ends_once(store: Store) -> None:
             1,
             JobState.COMPLETED,
             3.0,
+            Ending("exited", 0, None, None),
             attempt_started=2.0,
             attempt_ended=3.0,
-            exit_code=0,
-            signal=None,
-            outcome="exited",
-            reason=None,
             retried=False,
             event_reason="done",
         )
@@ -134,6 +119,29 @@ def test_an_attempt_ends_once(store: Store) -> None:
     end()
     with pytest.raises(TransitionError):
         end()
+
+
+def test_an_attempt_is_recorded_as_its_ending_says(store: Store) -> None:
+    """Each of the ending's fields lands in its own column, whatever the others hold."""
+    job = store.submit(JobSpec(command=["true"]), OWNER, 1.0)
+    store.begin_attempt(job.id, (), (), 2.0)
+    ending = Ending("signaled", 137, 9, "killed by SIGKILL")
+    store.end_attempt(
+        job.id,
+        1,
+        JobState.FAILED,
+        4.0,
+        ending,
+        attempt_started=None,  # as recorded when it began
+        attempt_ended=4.0,
+        retried=False,
+        event_reason="failed",
+    )
+    (attempt,) = store.attempts([job.id])[job.id]
+    recorded = Ending(attempt.outcome or "", attempt.exit_code, attempt.signal, attempt.reason)
+    assert recorded == ending
+    assert (attempt.started_at, attempt.ended_at) == (2.0, 4.0)
+    assert store.get(job.id).runtime_used == pytest.approx(2.0)
 
 
 def test_unknown_job(store: Store) -> None:

@@ -12,8 +12,9 @@ from tests.support.factories import OWNER
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
+from trainqd.monitor.outcome import Ending
+from trainqd.store import JobChanges, Store
 from trainqd.store.rows import HOST
-from trainqd.store.store import JobChanges, Store
 
 
 def reasons(store: Store, job_id: int) -> list[str | None]:
@@ -75,12 +76,9 @@ def test_only_an_ended_jobs_rows_are_deleted(store: Store) -> None:
         1,
         JobState.COMPLETED,
         3.0,
+        Ending("exited", 0, None, None),
         attempt_started=2.0,
         attempt_ended=3.0,
-        exit_code=0,
-        signal=None,
-        outcome="exited",
-        reason=None,
         retried=False,
         event_reason="exited 0",
         changes=JobChanges(ended_at=3.0),

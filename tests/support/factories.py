@@ -8,7 +8,7 @@ from pathlib import Path
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainqd.monitor.records import ExitRecord
-from trainqd.store.store import AttemptRow, JobOwner, JobRow
+from trainqd.store import AttemptRow, JobOwner, JobRow
 
 REPO = Path(__file__).resolve().parents[2]
 

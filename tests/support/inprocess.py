@@ -28,7 +28,7 @@ from trainqd.attempts.jobdir import JobDirs
 from trainqd.config import load_config
 from trainqd.gpus.fake import FakeGpuBackend
 from trainqd.scheduling.scheduler import Scheduler
-from trainqd.store.store import JobOwner, Store
+from trainqd.store import JobOwner, Store
 
 # The in-process jobs' owner: whoever runs the tests.
 ME = account(os.geteuid())

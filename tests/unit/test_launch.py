@@ -14,7 +14,7 @@ from trainqd.attempts.contract import Assignment
 from trainqd.attempts.engine import Engine
 from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, HostFacts, LaunchSettings, build_launch, stop_grace
-from trainqd.store.store import JobOwner, JobRow
+from trainqd.store import JobOwner, JobRow
 
 ALICE = Account(1000, 1000, "alice", "/home/alice", "/bin/sh", (1000,))
 SETTINGS = LaunchSettings(

@@ -5,7 +5,7 @@ from trainq.core.states import JobState
 from trainqd.gpus.base import GpuUsage
 from trainqd.planning import planner
 from trainqd.planning.inputs import capacity, left_after, queued, running
-from trainqd.store.store import JobOwner, JobRow
+from trainqd.store import JobOwner, JobRow
 
 
 def row(

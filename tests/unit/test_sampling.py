@@ -15,9 +15,9 @@ from trainq.core.states import JobState
 from trainqd.gpus import GpuBackendError, GpuSample, open_backend
 from trainqd.scheduling.idle import IdlePolicy, IdleWatch, duration
 from trainqd.scheduling.sampling import RunningAttempt, Sampler, job_sample
+from trainqd.store import Store
 from trainqd.store.rows import JobOwner
 from trainqd.store.schema import SCHEMA_VERSION
-from trainqd.store.store import Store
 
 
 def _write(path: Path, gpus: list[dict[str, object]]) -> None:

@@ -20,7 +20,7 @@ from trainqd.access.paths import PATH_CHECK_TIMEOUT, check_job_paths, check_path
 from trainqd.attempts.engine import EngineName, find_engine
 from trainqd.planning.classes import JobClass, class_of
 from trainqd.planning.records import DEFAULT_CLASS
-from trainqd.store.store import JobOwner
+from trainqd.store import JobOwner
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import pwd
 from trainq.core.errors import Forbidden
 from trainqd.access.identity import account
 from trainqd.planning.classes import JobClass
-from trainqd.store.store import JobOwner, JobRow
+from trainqd.store import JobOwner, JobRow
 
 
 class Sight(enum.Enum):

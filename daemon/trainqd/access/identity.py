@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from trainq.core.errors import Forbidden
-from trainqd.store.store import JobOwner
+from trainqd.store import JobOwner
 
 
 @dataclass(frozen=True)

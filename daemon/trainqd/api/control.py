@@ -9,7 +9,7 @@ from typing import Protocol
 
 from trainq.core.reasons import WaitReason
 from trainq.core.wire import UserShare
-from trainqd.store.store import JobRow
+from trainqd.store import JobRow
 
 
 class JobControl(Protocol):

@@ -32,7 +32,7 @@ from trainqd.gpus.base import GpuDevice
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.outcomes import is_preemption
 from trainqd.scheduling.sampling import Sampler
-from trainqd.store.store import Store
+from trainqd.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Queue waits run from seconds to days.

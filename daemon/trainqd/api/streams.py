@@ -16,7 +16,6 @@ import errno
 import functools
 import json
 import os
-import sqlite3
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from trainqd.attempts.jobdir import JobDirs
 from trainqd.monitor.records import STDERR, STDOUT
 from trainqd.monitor.timeline import STDERR_ID, STDOUT_ID, TIMELINE
 from trainqd.scheduling.events import ChangeNotifier
-from trainqd.store.store import EventRow, Store
+from trainqd.store import EventReader, EventRow, Store
 
 FOLLOW_POLL = 0.2
 # An event stream this far behind (in ids) replays in pages on a worker thread.
@@ -156,7 +155,7 @@ async def event_lines(
     on the loop made another user's `trainq ls` wait 19 s. Caught up, it reads the few
     newest on the loop, which a thread's round trip would cost more than."""
     last = since
-    reader: sqlite3.Connection | None = None
+    reader: EventReader | None = None
     try:
         while True:
             changed = notifier.changed()
@@ -184,8 +183,8 @@ async def event_lines(
             reader.close()
 
 
-def _replay_page(reader: sqlite3.Connection, since: int, job_id: int | None) -> tuple[bytes, int]:
-    rows, last = Store.event_page(reader, since, job_id, REPLAY_PAGE)
+def _replay_page(reader: EventReader, since: int, job_id: int | None) -> tuple[bytes, int]:
+    rows, last = reader.page(since, job_id, REPLAY_PAGE)
     return _encoded(rows), last
 
 

@@ -14,7 +14,7 @@ from trainq.core.spec import JobSpec, describe_validation_error
 from trainqd.access.admission import HostFacts, admit, admit_paths
 from trainqd.access.authorization import Authorizer
 from trainqd.api.routing import Request
-from trainqd.store.store import JobOwner
+from trainqd.store import JobOwner
 
 # Bodies up to this size are parsed on the event loop; larger ones on a worker thread.
 PARSE_ON_LOOP_BYTES = 64 * 1024

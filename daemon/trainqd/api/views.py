@@ -22,7 +22,7 @@ from trainqd.attempts.jobdir import JobDirs
 from trainqd.scheduling.outcomes import ended_by_time_limit, is_pause
 from trainqd.scheduling.retry import signal_name
 from trainqd.scheduling.sampling import AttemptUse
-from trainqd.store.store import AttemptRow, EventRow, JobRow
+from trainqd.store import AttemptRow, EventRow, JobRow
 
 
 def ts(value: float | None) -> datetime | None:

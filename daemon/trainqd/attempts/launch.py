@@ -20,7 +20,7 @@ from trainqd.monitor.records import (
     Launch,
     PipeChannel,
 )
-from trainqd.store.store import JobRow
+from trainqd.store import JobRow
 
 FILE_MODES = ("File", "FastFile")
 

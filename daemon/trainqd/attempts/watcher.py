@@ -58,7 +58,7 @@ from trainqd.monitor.records import (
     read_json,
 )
 from trainqd.observe.profiling import mark
-from trainqd.store.store import DISK_FULL_MESSAGE
+from trainqd.store import DISK_FULL_MESSAGE
 
 log = structlog.get_logger("trainqd.watcher")
 

@@ -73,7 +73,7 @@ from trainqd.monitor.records import (
 )
 from trainqd.scheduling.endings import AttemptEnds
 from trainqd.scheduling.launcher import stopped_out_of_time
-from trainqd.store.store import DISK_FULL_MESSAGE, JobRow, Store
+from trainqd.store import DISK_FULL_MESSAGE, JobRow, Store
 
 log = structlog.get_logger("trainqd.slurm")
 

@@ -10,7 +10,7 @@ import anyio
 from trainqd.access.identity import account
 from trainqd.children import module_child
 from trainqd.experiments.checkpoint_copy import copy_checkpoints
-from trainqd.store.store import JobOwner
+from trainqd.store import JobOwner
 
 _COPIER = module_child("experiments.checkpoint_copy")
 

@@ -35,7 +35,7 @@ from trainq.core.wire import AttemptMetricsRecord, JobMetrics, MetricSeriesRecor
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.experiments.metric_reading import READ_BUDGET, AttemptReader, patterns
 from trainqd.experiments.metric_series import AttemptMetrics
-from trainqd.store.store import JobRow, Store
+from trainqd.store import JobRow, Store
 
 if TYPE_CHECKING:
     from trainqd.experiments.output_events import OutputEvents

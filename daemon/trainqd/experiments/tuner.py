@@ -33,7 +33,7 @@ from trainqd.attempts.jobdir import JobDirs
 from trainqd.experiments import pbt
 from trainqd.experiments.checkpoint_copy_as import copy_as
 from trainqd.experiments.metric_watch import MetricWatch
-from trainqd.store.store import JobOwner, JobRow, Store
+from trainqd.store import JobOwner, JobRow, Store
 from trainqd.store.tunes import TrialRow, TrialState, TuneRow, TuneStore
 
 POLL = 1.0

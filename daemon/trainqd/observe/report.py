@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import JobState
 from trainq.core.wire import UsageReport, UsageRow
-from trainqd.store.store import Store
+from trainqd.store import Store
 
 _SINCE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

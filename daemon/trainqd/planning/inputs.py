@@ -16,8 +16,8 @@ from trainqd.attempts.launch import remaining_runtime, stop_grace
 from trainqd.gpus.base import GpuUsage
 from trainqd.planning import classes, planner
 from trainqd.planning.classes import JobClass
+from trainqd.store import JobRow
 from trainqd.store.rows import HOST
-from trainqd.store.store import JobRow
 
 grace = stop_grace  # the planner's name for it: time a stopping job still holds its GPUs
 

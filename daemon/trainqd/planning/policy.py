@@ -26,7 +26,7 @@ from trainqd.planning import classes, fairshare, planner
 from trainqd.planning import inputs as plan_inputs
 from trainqd.planning.classes import JobClass
 from trainqd.planning.share_preemptors import SharePreemptors
-from trainqd.store.store import AttemptRow, JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
 
 log = structlog.get_logger("trainqd.policy")
 

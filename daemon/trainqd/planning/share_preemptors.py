@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from trainq.core.states import ACTIVE
-from trainqd.store.store import AttemptRow, JobRow
+from trainqd.store import AttemptRow, JobRow
 
 
 class SharePreemptors:

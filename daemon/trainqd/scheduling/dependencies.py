@@ -16,8 +16,8 @@ from trainq.core.dependencies import parse as parse_dependency
 from trainq.core.errors import InvalidSpec
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.spec import JobSpec
+from trainqd.store import Store
 from trainqd.store.rows import JobRow
-from trainqd.store.store import Store
 
 NEVER_MET = "dependency can no longer be met: "
 

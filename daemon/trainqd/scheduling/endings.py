@@ -25,7 +25,7 @@ from trainqd.observe.profiling import mark
 from trainqd.scheduling import sampling
 from trainqd.scheduling.outcomes import judge_end
 from trainqd.scheduling.unrecorded import Backlog
-from trainqd.store.store import AttemptRow, JobRow, Store
+from trainqd.store import AttemptRow, JobRow, Store
 
 log = structlog.get_logger("trainqd.endings")
 
@@ -128,12 +128,9 @@ class AttemptEnds:
                 number,
                 result.target,
                 now,
+                result.ending,
                 attempt_started=result.started_at,
                 attempt_ended=result.ended_at,
-                exit_code=result.exit_code,
-                signal=result.signal,
-                outcome=result.outcome,
-                reason=result.reason,
                 retried=result.retried,
                 event_reason=result.event_reason,
                 changes=result.changes,

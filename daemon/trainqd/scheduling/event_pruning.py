@@ -18,7 +18,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import structlog
 
-from trainqd.store.store import Store
+from trainqd.store import Store
 
 log = structlog.get_logger("trainqd.event_pruning")
 
@@ -41,10 +41,10 @@ async def prune_once(store: Store, max_events: int, retention_days: float) -> in
     reader = store.event_reader()
     deleted = 0
     try:
-        cut = await anyio.to_thread.run_sync(store.event_cut, reader, max_events, before)
+        cut = await anyio.to_thread.run_sync(reader.cut, max_events, before)
         after = 0
         while True:
-            ids = await anyio.to_thread.run_sync(store.prunable_events, reader, after, cut, BATCH)
+            ids = await anyio.to_thread.run_sync(reader.prunable, after, cut, BATCH)
             if not ids:
                 break
             full = len(ids) == BATCH

@@ -30,7 +30,7 @@ from trainqd.observe.profiling import mark
 from trainqd.planning import planner
 from trainqd.scheduling.endings import AttemptEnds
 from trainqd.scheduling.outcomes import time_limit_reason
-from trainqd.store.store import JobRow, Store
+from trainqd.store import JobRow, Store
 
 log = structlog.get_logger("trainqd.launcher")
 

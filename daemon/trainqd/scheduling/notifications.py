@@ -30,8 +30,8 @@ from trainqd.config import Config
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.notify_child import REQUEST
 from trainqd.scheduling.outcomes import ended_by_time_limit
+from trainqd.store import Store
 from trainqd.store.rows import JobRow
-from trainqd.store.store import Store
 
 log = structlog.get_logger("trainqd.notifications")
 

@@ -20,7 +20,7 @@ from trainq.core.states import JobState
 from trainqd.monitor.outcome import Ending
 from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.scheduling.retry import Decision, RetryPolicy, signal_name
-from trainqd.store.store import AttemptRow, JobChanges, JobRow
+from trainqd.store import AttemptRow, JobChanges, JobRow
 
 PREEMPTED_BY = "preempted by job "  # a preemption's stop reason: "preempted by job 12 (alice)"
 PAUSED_BY = "paused by "  # a pause's stop reason: "paused by alice"
@@ -39,6 +39,11 @@ class Verdict:
     retried: bool
     event_reason: str
     changes: JobChanges = field(default_factory=JobChanges)
+
+    @property
+    def ending(self) -> Ending:
+        """How the attempt ended, as the store records it."""
+        return Ending(self.outcome, self.exit_code, self.signal, self.reason)
 
 
 def describe(ended: Ending) -> str:

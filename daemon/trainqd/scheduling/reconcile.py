@@ -14,7 +14,7 @@ from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.launch import remaining_runtime, stop_grace
 from trainqd.attempts.watcher import Watcher, read_exit_record, read_monitor_info
 from trainqd.scheduling.endings import AttemptEnds
-from trainqd.store.store import Store
+from trainqd.store import Store
 
 log = structlog.get_logger("trainqd.reconcile")
 

@@ -24,7 +24,7 @@ import anyio.to_thread
 
 from trainq.core.errors import Conflict
 from trainq.core.states import TERMINAL
-from trainqd.store.store import JobRow, Store
+from trainqd.store import JobRow, Store
 
 # Deeper trees are refused rather than walked: each level holds a descriptor and a frame.
 MAX_DEPTH = 256

@@ -18,7 +18,7 @@ import structlog
 
 from trainq.core.errors import NotFound, TrainqError
 from trainqd.scheduling.removal import Removal
-from trainqd.store.store import Store
+from trainqd.store import Store
 
 log = structlog.get_logger("trainqd.retention")
 

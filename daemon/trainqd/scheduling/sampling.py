@@ -27,7 +27,7 @@ from trainqd.attempts.leftovers import job_of_process
 from trainqd.config import Config
 from trainqd.gpus.base import GpuBackend, GpuSample
 from trainqd.scheduling.idle import IdlePolicy, IdleWatch, duration
-from trainqd.store.store import Store
+from trainqd.store import Store
 
 log = structlog.get_logger("trainqd.sampling")
 

@@ -45,7 +45,7 @@ from trainqd.scheduling.stopping import Stopping
 from trainqd.scheduling.unrecorded import FIRST_PAUSE, Backlog
 from trainqd.scheduling.wakeup import Wakeup
 from trainqd.scheduling.watching import Watching
-from trainqd.store.store import JobRow, Store
+from trainqd.store import JobRow, Store
 
 log = structlog.get_logger("trainqd.scheduler")
 

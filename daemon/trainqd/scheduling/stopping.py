@@ -20,7 +20,7 @@ from trainqd.access.identity import account
 from trainqd.attempts.watcher import Watcher
 from trainqd.planning import inputs as plan_inputs
 from trainqd.scheduling.outcomes import PAUSED_BY, PREEMPTED_BY, is_pause, is_preemption
-from trainqd.store.store import JobRow, Store
+from trainqd.store import JobRow, Store
 
 
 class Stopping:

@@ -27,7 +27,9 @@ import anyio
 import anyio.lowlevel
 
 from trainqd import gc_tuning
-from trainqd.store.store import JobRow, NewJobs, Store
+from trainqd.store.inserts import NewJobs
+from trainqd.store.rows import JobRow
+from trainqd.store.store import Store
 
 # Loop turns a leader gives others to join its batch: it stops early on a turn in which
 # nobody joined, so an idle daemon pays one.

@@ -21,7 +21,7 @@ SHARING = (
 )
 
 # Idempotent submits: a client's token (the Idempotency-Key header), per user, names the
-# jobs its first submission queued; kept for store.SUBMIT_TOKEN_SECONDS.
+# jobs its first submission queued; kept for inserts.SUBMIT_TOKEN_SECONDS.
 SUBMIT_TOKENS = (
     """CREATE TABLE submit_tokens (
         owner_uid INTEGER NOT NULL,
@@ -47,7 +47,7 @@ REMOVED_TOTALS = (
     )""",
 )
 
-# Tuning experiments (tune_store.py): each tune, and each of its trials with its job.
+# Tuning experiments (tunes.py): each tune, and each of its trials with its job.
 TUNES = (
     """CREATE TABLE tunes (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -7,7 +7,7 @@ first request queued, same ids and same answer shape, and nothing is queued twic
 A token belongs to the user who sent it: another user's identical token is another
 submission and learns nothing of the first. The same token with a different request is
 refused rather than answered with jobs the request did not ask for. Tokens are kept for
-`store.SUBMIT_TOKEN_SECONDS` (7 days); after that the token is new again.
+`inserts.SUBMIT_TOKEN_SECONDS` (7 days); after that the token is new again.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import hashlib
 import re
 
 from trainq.core.errors import Conflict, InvalidRequest
-from trainqd.store.store import JobRow, Submitted, SubmitToken
+from trainqd.store.inserts import Submitted, SubmitToken
+from trainqd.store.rows import JobRow
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_ABOUT = (

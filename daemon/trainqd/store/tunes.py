@@ -15,7 +15,9 @@ from typing import Any, Literal
 from trainq.core.errors import NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.tuning import TuneRequest
-from trainqd.store.store import JobOwner, JobRow, NewJobs, Store
+from trainqd.store.inserts import NewJobs
+from trainqd.store.rows import JobOwner, JobRow
+from trainqd.store.store import Store
 
 TuneState = Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
 TrialState = Literal["running", "completed", "pruned", "failed", "stopped"]

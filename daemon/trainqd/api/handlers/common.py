@@ -17,7 +17,7 @@ from trainqd.api.routing import INT64_MAX, Request, decimal
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.config import Config
 from trainqd.gpus.base import GpuDevice
-from trainqd.store.store import JobOwner, JobRow, Store
+from trainqd.store import JobOwner, JobRow, Store
 
 
 def job_id_of(request: Request) -> int:

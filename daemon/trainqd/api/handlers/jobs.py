@@ -83,9 +83,9 @@ from trainqd.scheduling.dependencies import check_named
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.removal import Removal
 from trainqd.scheduling.sampling import Sampler
+from trainqd.store import JobOwner, JobRow, NewJobs, Store, Submitted, SubmitToken, TokenUsed
 from trainqd.store.group_commit import GroupCommit
 from trainqd.store.rows import HOST
-from trainqd.store.store import JobOwner, JobRow, NewJobs, Store, Submitted, SubmitToken, TokenUsed
 from trainqd.store.submit_tokens import (
     IDEMPOTENCY_ABOUT,
     IDEMPOTENCY_HEADER,

@@ -3,7 +3,7 @@ pending one, removing an ended one, and draining and resuming GPUs.
 
 Who may do each is `authorization.Authorizer`'s to say; a changed spec passes the checks a
 submission passes (the spec model, then admission's); each change is written in one guarded
-transaction with its event row (store.py), and the scheduler plans again after it.
+transaction with its event row (store/sharing.py), and the scheduler plans again after it.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from trainqd.access.admission import admit
 from trainqd.access.identity import account
 from trainqd.api.handlers.common import Handlers
 from trainqd.api.routing import INT64_MAX, Request, Response, Route, decimal
-from trainqd.store.store import JobRow
+from trainqd.store import JobRow
 from trainqd.store.tunes import TrialRow, TuneRow
 
 if TYPE_CHECKING:
