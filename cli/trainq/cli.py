@@ -304,6 +304,12 @@ def submit(
     gpus: Annotated[
         int | None, typer.Option(metavar="N", parser=COUNT, help="whole GPUs the job needs")
     ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", parser=COUNT, help="nodes started together (each with --gpus GPUs)"
+        ),
+    ] = None,
     priority: Annotated[
         int | None,
         typer.Option(metavar="P", parser=INTEGER, help="higher runs first, among your own jobs"),
@@ -462,7 +468,7 @@ def submit(
         token=token,
         command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
         like=like, notify=notify, mail=mail, source_dir=source_dir, snapshot=snapshot,
-        metric=list(metric or []),
+        metric=list(metric or []), nodes=nodes,
     )  # fmt: skip
 
 
@@ -562,6 +568,10 @@ def logs(
         int | None,
         typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
     ] = None,
+    node: Annotated[
+        int | None,
+        typer.Option(metavar="N", parser=ATTEMPT, help="a job of several nodes: node N's"),
+    ] = None,
     tail: Annotated[
         int | None,
         typer.Option(
@@ -593,7 +603,7 @@ def logs(
     stream = "stdout" if stdout else "stderr" if stderr else "both"
     return _parsed(
         ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt,
-        tail=tail, since=since, timestamps=timestamps,
+        tail=tail, since=since, timestamps=timestamps, node=node,
     )  # fmt: skip
 
 

@@ -50,6 +50,8 @@ def query_for(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     query: dict[str, Any] = {"follow": args.follow, "stream": args.stream}
     if args.attempt is not None:
         query["attempt"] = args.attempt
+    if getattr(args, "node", None) is not None:
+        query["node"] = args.node
     tail = args.tail if args.tail is not None or not args.follow else FOLLOW_TAIL
     if tail is not None:
         query["tail"] = tail

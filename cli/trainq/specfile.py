@@ -64,6 +64,7 @@ class SubmitFlags(NamedTuple):
     source_dir: str | None = None
     snapshot: bool | None = None  # --snapshot / --no-snapshot
     metrics: Sequence[tuple[str, str]] = ()  # --metric NAME=REGEX
+    instance_count: int | None = None  # --nodes
 
 
 def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
@@ -90,6 +91,7 @@ def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
         source_dir=getattr(args, "source_dir", None),
         snapshot=getattr(args, "snapshot", None),
         metrics=getattr(args, "metric", None) or (),
+        instance_count=getattr(args, "nodes", None),
     )
 
 
@@ -351,6 +353,7 @@ def build_spec(
     scalars = {
         "name": flags.name,
         "gpus": flags.gpus,
+        "instance_count": flags.instance_count,
         "priority": flags.priority,
         "class": flags.job_class,
         "max_runtime_seconds": flags.max_runtime_seconds,
