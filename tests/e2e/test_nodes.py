@@ -1,0 +1,205 @@
+"""Jobs of several nodes on one box (README.md, "Several nodes"): the nodes start together,
+find each other by the names and ports trainq gives them, each has its own contract files
+and logs, and the gang ends, stops, times out and survives a restart of trainqd as one."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+from tests.daemon import Daemon, pids_alive, python_job
+from tests.helpers import wait_for
+
+
+def gang(mode: str, *args: str, **spec: Any) -> dict[str, Any]:
+    return python_job("gang_node.py", mode, *args, **spec)
+
+
+def node_pids(daemon: Daemon, job_id: int, ranks: list[int]) -> list[int]:
+    """The pids the nodes of these ranks wrote once running (gang_node.py)."""
+    nodes = daemon.job(job_id)["nodes"]
+    files = [Path(nodes[rank]["job_dir"]) / "model" / "pid" for rank in ranks]
+    wait_for(lambda: all(f.exists() for f in files), what=f"job {job_id}'s nodes to run")
+    return [int(f.read_text()) for f in files]
+
+
+def gone(pids: list[int]) -> bool:
+    return not pids_alive(pids)
+
+
+def resource_config(node: dict[str, Any]) -> dict[str, Any]:
+    path = Path(node["job_dir"]) / "input" / "config" / "resourceconfig.json"
+    loaded: dict[str, Any] = json.loads(path.read_text())
+    return loaded
+
+
+def test_three_nodes_meet_by_name_and_port(daemon: Daemon) -> None:
+    job = daemon.submit(gang("sum", instance_count=3, gpus=1, max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "COMPLETED", done
+    assert len(done["attempts"]) == 1
+    assert len(done["attempts"][0]["gpus"]) == 3  # one planner decision for the whole gang
+    hosts = ["algo-1", "algo-2", "algo-3"]
+    assert [n["name"] for n in done["nodes"]] == hosts
+    assert [n["rank"] for n in done["nodes"]] == [0, 1, 2]
+    for node in done["nodes"]:
+        config = resource_config(node)
+        assert config["current_host"] == node["name"]
+        assert config["hosts"] == hosts
+        assert config["instance_groups"][0]["hosts"] == hosts
+    logs = [daemon.cli("logs", str(job["id"]), "--node", str(n)).stdout for n in (1, 2, 3)]
+    assert "algo-1 served total=3" in logs[0]  # ranks 1 + 2, sent over TCP
+    assert "algo-2 got total=3" in logs[1]
+    assert "algo-3 got total=3" in logs[2]
+    # Without --node: the first node's.
+    assert "served total=3" in daemon.cli("logs", str(job["id"])).stdout
+    shown = daemon.cli("show", str(job["id"])).stdout
+    assert "algo-3 (homogeneousCluster" in shown
+    refused = daemon.cli("logs", str(job["id"]), "--node", "4")
+    assert refused.returncode != 0
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_failing_node_ends_the_others(daemon: Daemon) -> None:
+    job = daemon.submit(gang("fail", "1", "3", instance_count=3, max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "FAILED", done
+    attempt = done["attempts"][0]
+    assert (attempt["outcome"], attempt["exit_code"]) == ("exited", 3)
+    assert done["failure_reason"].startswith("algo-2: ")
+    assert "algo-2 failing with 3" in done["failure_reason"]  # that node's stderr
+    # The others, which ran (the failing node reached them) and would never end alone.
+    others = node_pids(daemon, job["id"], [0, 2])
+    assert gone(others)
+
+
+def test_a_transient_failure_retries_the_whole_gang(daemon: Daemon) -> None:
+    job = daemon.submit(
+        gang("fail", "0", "139", instance_count=2, max_retries=1, retry_backoff_seconds=0)
+    )
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "FAILED"
+    assert [a["exit_code"] for a in done["attempts"]] == [139, 139]
+    assert done["attempts"][0]["retried"] is True
+
+
+def test_stop_ends_every_node(daemon: Daemon) -> None:
+    job = daemon.submit(gang("sleep", instance_count=3))
+    pids = node_pids(daemon, job["id"], [0, 1, 2])
+    assert daemon.cli("stop", str(job["id"])).returncode == 0
+    done = daemon.wait_state(job["id"], timeout=30)
+    assert done["state"] == "STOPPED"
+    assert done["attempts"][0]["outcome"] == "stopped"
+    assert gone(pids)
+
+
+def test_the_time_limit_ends_every_node(daemon: Daemon) -> None:
+    job = daemon.submit(gang("sleep", instance_count=2, max_runtime_seconds=2))
+    pids = node_pids(daemon, job["id"], [0, 1])
+    done = daemon.wait_state(job["id"], timeout=30)
+    assert done["state"] == "STOPPED"
+    assert done["timed_out"] is True
+    assert gone(pids)
+
+
+def test_nodes_outlive_a_restart_of_trainqd(daemon: Daemon) -> None:
+    job = daemon.submit(gang("sleep", instance_count=2, gpus=1))
+    pids = node_pids(daemon, job["id"], [0, 1])
+    daemon.stop(signal.SIGKILL)
+    assert pids_alive(pids) == pids
+    daemon.start()
+    running = daemon.job(job["id"])
+    assert running["state"] == "RUNNING"
+    assert [n["gpus"] for n in running["nodes"]] == [[g] for g in sorted(running["gpus"])]
+    assert daemon.cli("stop", str(job["id"])).returncode == 0
+    assert daemon.wait_state(job["id"], timeout=30)["state"] == "STOPPED"
+    assert gone(pids)
+
+
+def test_all_nodes_start_or_none_runs(daemon: Daemon) -> None:
+    spec = gang(
+        "sleep",
+        instance_groups=[
+            {"name": "servers", "instance_count": 1},
+            {"name": "broken", "instance_count": 1, "command": ["/nonexistent/trainer"]},
+        ],
+        max_retries=0,
+    )
+    done = daemon.wait_state(daemon.submit(spec)["id"], timeout=60)
+    assert done["state"] == "FAILED"
+    assert done["attempts"][0]["outcome"] == "start_failed"
+    assert done["failure_reason"].startswith("algo-2: ")
+    assert "/nonexistent/trainer" in done["failure_reason"]
+
+
+def test_the_primary_group_completes_the_job(daemon: Daemon) -> None:
+    spec = gang(
+        "sleep",
+        instance_groups=[
+            {"name": "pservers", "instance_count": 2},
+            {
+                "name": "trainers",
+                "instance_count": 1,
+                "primary": True,
+                # Reaches both servers, then exits 0.
+                "command": gang("fail", "2", "0")["command"],
+            },
+        ],
+        max_retries=0,
+    )
+    job = daemon.submit(spec)
+    servers = node_pids(daemon, job["id"], [0, 1])
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "COMPLETED", done
+    assert gone(servers)  # stopped gracefully once the trainers were done
+    config = resource_config(done["nodes"][2])
+    assert config["current_host"] == "algo-3"
+    assert config["current_group_name"] == "trainers"
+    groups = {g["instance_group_name"]: g["hosts"] for g in config["instance_groups"]}
+    assert groups == {"pservers": ["algo-1", "algo-2"], "trainers": ["algo-3"]}
+    assert "algo-3 failing with 0" in daemon.cli("logs", str(job["id"]), "--node", "3").stdout
+
+
+def test_restart_node_restarts_a_failing_node_in_place(daemon: Daemon) -> None:
+    job = daemon.submit(gang("flaky", "1", "2", instance_count=3, restart="node", max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "COMPLETED", done
+    assert len(done["attempts"]) == 1  # the node alone started again, not the gang
+    flaky = daemon.cli("logs", str(job["id"]), "--node", "2").stdout
+    assert "algo-2 restart 0\nalgo-2 restart 1\nalgo-2 restart 2\n" in flaky
+
+
+def test_restart_node_gives_up_after_five_restarts(daemon: Daemon) -> None:
+    job = daemon.submit(gang("flaky", "1", "99", instance_count=2, restart="node", max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "FAILED"
+    assert done["failure_reason"].startswith("algo-2")
+    flaky = daemon.cli("logs", str(job["id"]), "--node", "2").stdout
+    assert flaky.count("restart") == 6  # the first start and five restarts
+
+
+def test_refusals_are_one_line(daemon: Daemon) -> None:
+    too_many = daemon.cli("submit", "--nodes", "3", "--gpus", "2", "--", "true")
+    assert too_many.returncode != 0
+    assert too_many.stderr.strip().splitlines() == [
+        "trainq: the job asks for 6 GPUs on its nodes together but this host has 4"
+    ]
+    for spec, says in (
+        (
+            {"command": ["true"], "instance_groups": [{"name": "a", "instance_count": 1}] * 2},
+            "instance group 'a' is named twice",
+        ),
+        (
+            {"command": ["true"], "instance_groups": [{"name": "a", "instance_count": 0}]},
+            "instance_count",
+        ),
+        ({"command": ["true"], "instance_count": 100_000}, "instance_count"),
+        ({"image": "busybox", "instance_count": 2}, "subprocesses"),
+    ):
+        answer = daemon.post("/v1/jobs", json=spec)
+        assert answer.status_code in (400, 422), answer.text
+        assert says in answer.json()["error"]["message"]
+        assert "\n" not in answer.json()["error"]["message"]
+    assert daemon.cli("ls").returncode == 0  # and trainqd serves on
