@@ -63,7 +63,8 @@ def sleep_forever() -> None:
     note_pid()
     print(f"{me} listening", flush=True)
     while True:
-        conn, _ = server.accept()
+        conn, peer = server.accept()
+        print(f"{me} accepted {peer[0]}", flush=True)
         conn.close()
 
 

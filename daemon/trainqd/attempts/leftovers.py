@@ -21,7 +21,7 @@ import time
 import psutil
 import structlog
 
-from trainqd.monitor import cgroup
+from trainqd.monitor import cgroup, netns
 from trainqd.monitor.container import remove_argv_of, run_bounded
 from trainqd.monitor.mounts import release as release_mounts
 from trainqd.monitor.procfs import read_stat
@@ -55,17 +55,20 @@ def end_attempt_cgroup(ml_root: str, job_id: int, attempt: int) -> int:
 
 def attempt_processes(ml_root: str, job_id: int, attempt: int) -> list[psutil.Process]:
     marks = {
-        "TRAINQ_JOB_DIR": ml_root,
         "TRAINQ_JOB_ID": str(job_id),
         "TRAINQ_ATTEMPT": str(attempt),
     }
+    # A job of several nodes: each node's processes name its own ml root (jobdir.py).
+    nodes = os.path.join(os.path.dirname(ml_root), "nodes") + "/"
     found = []
     for proc in psutil.process_iter():
         try:
             env = proc.environ()
         except (psutil.Error, OSError):
             continue
-        if all(env.get(k) == v for k, v in marks.items()):
+        where = env.get("TRAINQ_JOB_DIR", "")
+        ours = where == ml_root or (where.startswith(nodes) and "/" not in where[len(nodes) :])
+        if ours and all(env.get(k) == v for k, v in marks.items()):
             found.append(proc)
     return found
 
@@ -94,6 +97,8 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
     # Last, once the engine has stopped the container: the cgroup holds the engine's own
     # helpers (podman's conmon), without which it could not stop it cleanly.
     in_cgroup = end_attempt_cgroup(ml_root, job_id, attempt)
+    if os.geteuid() == 0:  # a job of several nodes' bridge (monitor/netns.py), if left
+        netns.remove(netns.bridge_name(cgroup.jobs_dir_of(ml_root), job_id, attempt))
     if procs or in_cgroup:
         log.warning(
             "killed leftovers of a lost attempt",

@@ -6,8 +6,11 @@ Each node is laid out as a job of one node would be, with what is its own: its m
 hosts), its attempt directory (`<attempt>/nodes/<host>`: stdout, stderr, exit.json), its
 resourceconfig.json (`current_host`, every host, the instance groups), its share of the GPUs
 and the variables distributed frameworks look for. Every host name resolves to its node's
-address in every node's view (privileges.py binds the hosts file): a loopback address of the
-job's own, 127.A.B.<rank + 1>, which every node can bind without the others taking its port.
+address in every node's view (privileges.py binds the hosts file). Under a root trainqd each
+node has a network namespace of its own on a bridge of the attempt's (monitor/netns.py),
+where it is 10.A.B.<rank + 1>; elsewhere the nodes share the host's network, each on a
+loopback address of the job's own, 127.A.B.<rank + 1>, which it can bind without the others
+taking its port (but which any process of the host can reach).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from trainqd.attempts import contract
 from trainqd.attempts.contract import Assignment
 from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, BuiltLaunch, build_launch
+from trainqd.monitor import netns
 
 # Ports a job's nodes meet on, one pair per job (its id's): two jobs on the loopback
 # addresses never share an address, and their masters, which often listen on every address,
@@ -29,20 +33,23 @@ PORT_BASE = 20000
 PORT_SPAN = 20000
 
 
-def node_address(job_id: int, rank: int) -> str:
+def node_address(job_id: int, rank: int, isolated: bool = False) -> str:
+    """`isolated`: in a network namespace of the node's own (a root trainqd)."""
     block = job_id % (254 * 256)
-    return f"127.{1 + block // 256}.{block % 256}.{rank + 1}"
+    return f"{10 if isolated else 127}.{1 + block // 256}.{block % 256}.{rank + 1}"
 
 
 def master_port(job_id: int) -> int:
     return PORT_BASE + (job_id * 2) % PORT_SPAN
 
 
-def node_environment(job_id: int, node: Node, nodes: list[Node]) -> dict[str, str]:
+def node_environment(
+    job_id: int, node: Node, nodes: list[Node], isolated: bool = False
+) -> dict[str, str]:
     """What torchrun, Paddle and trainq's own name a node's place in the gang with."""
     port = master_port(job_id)
     paddle_port = port + 1
-    addresses = [node_address(job_id, n.rank) for n in nodes]
+    addresses = [node_address(job_id, n.rank, isolated) for n in nodes]
     endpoints = ",".join(f"{address}:{paddle_port}" for address in addresses)
     rank, size = str(node.rank), str(len(nodes))
     return {
@@ -80,7 +87,9 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
     groups = groups_of(nodes)
     shares = split_gpus(nodes, at.gpus.indices)
     uuid_of = dict(zip(at.gpus.indices, at.gpus.uuids, strict=True))
-    peers = {n.name: node_address(job.id, n.rank) for n in nodes}
+    isolated = at.host.as_root
+    peers = {n.name: node_address(job.id, n.rank, isolated) for n in nodes}
+    bridge = netns.bridge_name(str(at.paths.job_dir.parent), job.id, at.number)
     primary_groups = {g.name for g in spec.instance_groups if g.primary}
     launches = []
     for node, share in zip(nodes, shares, strict=True):
@@ -108,7 +117,7 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
             contract.toolkit_environment(spec, one.ml_root, len(share), job.display_name, resources)
         )
         env.update(node.environment)
-        env.update(node_environment(job.id, node, nodes))
+        env.update(node_environment(job.id, node, nodes, isolated))
         assert node.command is not None  # a job of several nodes runs subprocesses
         launches.append(
             replace(
@@ -118,6 +127,7 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
                 ml_files=config_files(spec, resources),
                 node=node.name,
                 peers=peers,
+                network=netns.veth_name(bridge, node.rank) if isolated else "",
             )
         )
     first = launches[0]
@@ -135,6 +145,7 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         peers={},
         nodes=launches,
         restart=spec.restart,
+        network=bridge if isolated else "",
         primary=[n.name for n in nodes if n.group in primary_groups],
     )
     return BuiltLaunch(gang)

@@ -34,7 +34,7 @@ import signal
 import time
 from dataclasses import asdict, replace
 
-from trainqd.monitor import cgroup, libc, procfs
+from trainqd.monitor import cgroup, libc, netns, procfs
 from trainqd.monitor import log as monitor_log
 from trainqd.monitor.log import log
 from trainqd.monitor.outcome import Ending, Stop
@@ -69,9 +69,37 @@ class NodeSupervisor(TrainerSupervisor):
     """One node's monitor: a TrainerSupervisor whose cgroup is its node's, inside the
     gang's, and whose record also goes back to the gang on `report_fd`."""
 
-    def __init__(self, launch: Launch, report_fd: int) -> None:
+    def __init__(self, launch: Launch, report_fd: int, sync: tuple[int, int] | None) -> None:
         super().__init__(launch)
         self.report_fd = report_fd
+        self.sync = sync  # (the gang's "go", our "ready"): a network namespace to join
+
+    def _attempt(self) -> Ending:
+        problem = self._join_network() if self.sync is not None else None
+        if problem is not None:
+            log(problem)
+            self._enter(Phase.ENDING)
+            return Ending("start_failed", reason=f"no network for the node: {problem}")
+        return super()._attempt()
+
+    def _join_network(self) -> str | None:
+        """A network namespace of the node's own, which the gang plugs into its bridge
+        (netns.py); then its address, from the peers' list."""
+        assert self.sync is not None
+        assert self.launch.node is not None
+        go_fd, ready_fd = self.sync
+        try:
+            libc.unshare(libc.CLONE_NEWNET)
+        except OSError as exc:
+            os.close(ready_fd)  # the gang reads the end: nothing to plug
+            return f"no network namespace ({exc.strerror})"
+        os.write(ready_fd, b"r")
+        os.close(ready_fd)
+        said = os.read(go_fd, 1)
+        os.close(go_fd)
+        if said != b"g":
+            return "the gang could not plug it into the job's bridge (its monitor.log says why)"
+        return netns.configure(self.launch.peers[self.launch.node])
 
     def _enter_cgroup(self) -> None:
         assert self.launch.node is not None
@@ -149,6 +177,13 @@ class GangSupervisor(TrainerSupervisor):
             self._enter(Phase.ENDING)
             self._end_tree()
             return early
+        if self.launch.network:
+            problem = netns.make_bridge(self.launch.network)
+            if problem is not None:
+                log(problem)
+                self._enter(Phase.ENDING)
+                self._end_tree()
+                return Ending("start_failed", reason=f"no network for the job: {problem}")
         self.started_at = time.time()
         for node in self.launch.nodes:
             self._start(node, restarts=0)
@@ -157,6 +192,8 @@ class GangSupervisor(TrainerSupervisor):
         self._watch_nodes()
         self._enter(Phase.ENDING)
         self._end_tree()
+        if self.launch.network and not netns.remove(self.launch.network):
+            log(f"the job's bridge {self.launch.network} was gone already")
         return self._conclude_gang()
 
     # -- the nodes ---------------------------------------------------------------------
@@ -166,6 +203,8 @@ class GangSupervisor(TrainerSupervisor):
             env = dict(node.env, TRAINQ_NODE_RESTARTS=str(restarts))
             node = replace(node, env=env)
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        go_read, go_write = os.pipe2(os.O_CLOEXEC) if node.network else (-1, -1)
+        ready_read, ready_write = os.pipe2(os.O_CLOEXEC) if node.network else (-1, -1)
         # Blocked across the fork: the child takes no signal before its own handlers are in
         # place (it unblocks them then: supervise.py), and none is lost meanwhile.
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
@@ -174,21 +213,42 @@ class GangSupervisor(TrainerSupervisor):
             if pid == 0:  # the node's monitor, from here to os._exit
                 status = 1
                 try:
-                    os.close(read_fd)
+                    for fd in (read_fd, go_write, ready_read):
+                        if fd >= 0:
+                            os.close(fd)
                     signal.set_wakeup_fd(-1)
                     os.close(self.wake_fd)
                     monitor_log.prefix = f"{node.node}: "
-                    status = NodeSupervisor(node, write_fd).run()
+                    sync = (go_read, ready_write) if node.network else None
+                    status = NodeSupervisor(node, write_fd, sync).run()
                 finally:
                     os._exit(status)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         os.close(write_fd)
+        if node.network:
+            os.close(go_read)
+            os.close(ready_write)
+            self._plug(node, pid, ready_read, go_write)
         run = NodeRun(node, pid, os.pidfd_open(pid), read_fd)
         run.restarts = restarts
         self.runs[pid] = run
         log(f"{node.node}: monitor {pid} started")
         return run
+
+    def _plug(self, node: Launch, pid: int, ready_fd: int, go_fd: int) -> None:
+        """Plug the node's namespace into the bridge once it has made it; "go" either way
+        (a node not plugged ends as start_failed, and its end the others')."""
+        try:
+            ready = os.read(ready_fd, 1) == b"r"
+            problem = netns.plug(self.launch.network, node.network, pid) if ready else None
+            if problem is not None:
+                log(f"{node.node}: {problem}")
+            with contextlib.suppress(OSError):
+                os.write(go_fd, b"g" if ready and problem is None else b"x")
+        finally:
+            os.close(ready_fd)
+            os.close(go_fd)
 
     def _watch_nodes(self) -> None:
         with select.epoll() as selector:
@@ -310,6 +370,11 @@ class GangSupervisor(TrainerSupervisor):
         self._arm_backstop(grace)
 
     # -- the end -----------------------------------------------------------------------
+
+    def _kill_everything(self) -> None:
+        super()._kill_everything()
+        if self.launch.network:
+            netns.remove(self.launch.network)
 
     def _conclude_gang(self) -> Ending:
         """The attempt ends as its failing node did; else as the first node that did not

@@ -124,6 +124,9 @@ class Launch:
     peers: dict[str, str] = field(default_factory=dict)
     restart: str = "job"
     primary: list[str] = field(default_factory=list)
+    # Under a root trainqd (netns.py): the gang's bridge, a node's end of its pair on it;
+    # empty: the nodes share the host's network, each on a loopback address of its own.
+    network: str = ""
     version: int = LAUNCH_VERSION
 
     def to_json(self) -> bytes:
