@@ -20,14 +20,15 @@ def resource_config(
     current_host: str = CURRENT_HOST,
     groups: dict[str, list[str]] | None = None,
     current_group: str = INSTANCE_GROUP,
+    interface: str = "lo",
 ) -> dict[str, Any]:
     """resourceconfig.json of `current_host`; `groups`: each instance group's hosts, in order
-    (a job of one node: one group of one host)."""
+    (a job of one node: one group of one host); `interface`: the one its peers are on."""
     groups = groups or {INSTANCE_GROUP: [CURRENT_HOST]}
     return {
         "current_host": current_host,
         "hosts": [host for hosts in groups.values() for host in hosts],
-        "network_interface_name": "lo",
+        "network_interface_name": interface,
         "current_instance_type": "local",
         "current_group_name": current_group,
         "instance_groups": [

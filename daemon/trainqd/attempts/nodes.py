@@ -93,7 +93,8 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
     primary_groups = {g.name for g in spec.instance_groups if g.primary}
     launches = []
     for node, share in zip(nodes, shares, strict=True):
-        resources = resource_config(node.name, groups, node.group)
+        interface = netns.NODE_INTERFACE if isolated else "lo"
+        resources = resource_config(node.name, groups, node.group, interface)
         one = build_launch(
             Attempt(
                 job,
@@ -118,6 +119,8 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         )
         env.update(node.environment)
         env.update(node_environment(job.id, node, nodes, isolated))
+        # Where gloo and NCCL find the node's own address (else from the host's name).
+        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
         assert node.command is not None  # a job of several nodes runs subprocesses
         launches.append(
             replace(

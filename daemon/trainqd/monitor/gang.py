@@ -89,7 +89,11 @@ class NodeSupervisor(TrainerSupervisor):
         assert self.launch.node is not None
         go_fd, ready_fd = self.sync
         try:
-            libc.unshare(libc.CLONE_NEWNET)
+            # Its host name too, as a SageMaker host has: gethostname() is algo-i.
+            libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
+            import socket  # noqa: PLC0415 (a node's monitor only)
+
+            socket.sethostname(self.launch.node)
         except OSError as exc:
             os.close(ready_fd)  # the gang reads the end: nothing to plug
             return f"no network namespace ({exc.strerror})"
