@@ -196,7 +196,7 @@ def test_refusals_are_one_line(daemon: Daemon) -> None:
             "instance_count",
         ),
         ({"command": ["true"], "instance_count": 100_000}, "instance_count"),
-        ({"image": "busybox", "instance_count": 2}, "subprocesses"),
+        ({"image": "busybox", "instance_count": 2, "network": "host"}, "a network of its own"),
     ):
         answer = daemon.post("/v1/jobs", json=spec)
         assert answer.status_code in (400, 422), answer.text

@@ -37,6 +37,10 @@ def host_name(rank: int) -> str:
 def check_nodes(spec: JobSpec) -> None:
     """ValueError with one line for a layout of nodes no host could run."""
     groups = spec.instance_groups
+    if spec.network is not None and spec.network != "bridge" and is_gang(spec):
+        raise ValueError(
+            f"network {spec.network!r}: the nodes of a job meet on a network of its own"
+        )
     if not groups:
         if spec.restart == "node" and spec.instance_count == 1:
             raise ValueError('restart = "node" applies to jobs of several nodes')

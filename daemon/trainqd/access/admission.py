@@ -52,13 +52,9 @@ def check_gpus(spec: JobSpec, host: HostFacts) -> None:
 
 
 def check_nodes(spec: JobSpec, host: HostFacts) -> None:
-    """A job of several nodes runs here as subprocesses of this host (trainqd.attempts.nodes)."""
+    """A job of several nodes runs on this host's back end (trainqd.attempts.nodes)."""
     if not is_gang(spec):
         return
-    if spec.image is not None:
-        raise InvalidSpec(
-            "a job of several nodes runs its nodes as subprocesses here: give command, not image"
-        )
     if host.gpu_backend == "slurm":
         raise InvalidSpec("the Slurm back end runs jobs of one node: set instance_count = 1")
 

@@ -107,15 +107,27 @@ class JobDirs:
         return self.job_dir(job_id) / "nodes" / node
 
     def create_nodes(
-        self, paths: AttemptPaths, nodes: list[str], owner_uid: int, owner_gid: int
+        self,
+        paths: AttemptPaths,
+        nodes: list[str],
+        owner_uid: int,
+        owner_gid: int,
+        monitor_is_owner: bool = True,
     ) -> None:
         """Each node's ml root and attempt directory, in directories of trainqd's own (the
-        attempt directory of a job of several nodes is root's: create_attempt)."""
+        attempt directory of a job of several nodes is root's: create_attempt); a container
+        node's attempt directory is root's too, as a container job's is."""
         self._mkdir(paths.job_dir / "nodes", 0o755, None, None)
         self._mkdir(paths.attempt_dir / "nodes", 0o755, None, None)
         for node in nodes:
             self._mkdir(paths.job_dir / "nodes" / node, 0o700, owner_uid, owner_gid)
-            self._mkdir(paths.attempt_dir / "nodes" / node, 0o700, owner_uid, owner_gid)
+            where = paths.attempt_dir / "nodes" / node
+            if monitor_is_owner:
+                self._mkdir(where, 0o700, owner_uid, owner_gid)
+            else:
+                self._mkdir(where, 0o700, 0, 0)
+                if self._as_root:
+                    self._let_owner_read(where, owner_uid)
 
     def create_attempt(
         self, job_id: int, number: int, owner_uid: int, owner_gid: int, monitor_is_owner: bool

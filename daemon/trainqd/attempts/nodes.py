@@ -18,12 +18,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from trainq.core.mlconfig import config_files, resource_config
+from trainq.core.mlconfig import resource_config
 from trainq.core.nodes import Node, groups_of, layout, split_gpus
-from trainqd.attempts import contract
 from trainqd.attempts.contract import Assignment
+from trainqd.attempts.engine import container_name
 from trainqd.attempts.jobdir import AttemptPaths
-from trainqd.attempts.launch import Attempt, BuiltLaunch, build_launch
+from trainqd.attempts.launch import Attempt, BuiltLaunch, NodePlace, build_launch
 from trainqd.monitor import netns
 
 # Ports a job's nodes meet on, one pair per job (its id's): two jobs on the loopback
@@ -44,12 +44,20 @@ def master_port(job_id: int) -> int:
 
 
 def node_environment(
-    job_id: int, node: Node, nodes: list[Node], isolated: bool = False
+    job_id: int,
+    node: Node,
+    nodes: list[Node],
+    isolated: bool = False,
+    peers: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """What torchrun, Paddle and trainq's own name a node's place in the gang with."""
+    """What torchrun, Paddle and trainq's own name a node's place in the gang with;
+    `peers`: each node's address (container nodes: their host names, which the engine's
+    DNS resolves)."""
     port = master_port(job_id)
     paddle_port = port + 1
-    addresses = [node_address(job_id, n.rank, isolated) for n in nodes]
+    if peers is None:
+        peers = {n.name: node_address(job_id, n.rank, isolated) for n in nodes}
+    addresses = [peers[n.name] for n in nodes]
     endpoints = ",".join(f"{address}:{paddle_port}" for address in addresses)
     rank, size = str(node.rank), str(len(nodes))
     return {
@@ -87,17 +95,35 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
     groups = groups_of(nodes)
     shares = split_gpus(nodes, at.gpus.indices)
     uuid_of = dict(zip(at.gpus.indices, at.gpus.uuids, strict=True))
-    isolated = at.host.as_root
-    peers = {n.name: node_address(job.id, n.rank, isolated) for n in nodes}
+    containers = spec.image is not None
+    # Subprocess nodes: a network namespace each under a root trainqd, else loopback
+    # addresses; container nodes: the engine's network of the attempt's own, its DNS.
+    isolated = at.host.as_root and not containers
+    engine_network = container_name(at.settings.instance, job.id, at.number)
     bridge = netns.bridge_name(str(at.paths.job_dir.parent), job.id, at.number)
-    primary_groups = {g.name for g in spec.instance_groups if g.primary}
-    launches = []
-    for node, share in zip(nodes, shares, strict=True):
+    if containers:
+        peers = {n.name: n.name for n in nodes}
+        interface = netns.NODE_INTERFACE
+    else:
+        peers = {n.name: node_address(job.id, n.rank, isolated) for n in nodes}
         interface = netns.NODE_INTERFACE if isolated else "lo"
+    primary_groups = {g.name for g in spec.instance_groups if g.primary}
+    launches, env_files = [], []
+    for node, share in zip(nodes, shares, strict=True):
         resources = resource_config(node.name, groups, node.group, interface)
-        one = build_launch(
+        env = node_environment(job.id, node, nodes, isolated, peers)
+        # Where gloo and NCCL find the node's own address (else from the host's name).
+        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
+        own_spec = spec.model_copy(
+            update={
+                "command": node.command,
+                "image": node.image,
+                "environment": {**spec.environment, **node.environment},
+            }
+        )
+        built = build_launch(
             Attempt(
-                job,
+                replace(job, spec=own_spec),
                 at.number,
                 Assignment(share, tuple(uuid_of[i] for i in share)),
                 at.account,
@@ -109,35 +135,25 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
                 ),
                 at.settings,
                 at.host,
+                NodePlace(node.name, resources, env, engine_network if containers else None),
             ),
             now,
-        ).launch
-        env = dict(one.env)
-        # The node's own contract: its resourceconfig.json's view of the SM_* variables.
-        env.update(
-            contract.toolkit_environment(spec, one.ml_root, len(share), job.display_name, resources)
         )
-        env.update(node.environment)
-        env.update(node_environment(job.id, node, nodes, isolated))
-        # Where gloo and NCCL find the node's own address (else from the host's name).
-        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
-        assert node.command is not None  # a job of several nodes runs subprocesses
+        if built.env_file is not None:
+            env_files.append(built.env_file)
         launches.append(
             replace(
-                one,
-                argv=list(node.command),
-                env=env,
-                ml_files=config_files(spec, resources),
+                built.launch,
                 node=node.name,
-                peers=peers,
+                peers={} if containers else peers,
                 network=netns.veth_name(bridge, node.rank) if isolated else "",
             )
         )
     first = launches[0]
     gang = replace(
         first,
+        runtime="subprocess",  # the gang runs no container itself: its nodes do
         argv=[],
-        env={},
         cwd="/",
         ml_root=str(at.paths.ml_root),
         attempt_dir=str(at.paths.attempt_dir),
@@ -150,5 +166,10 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         restart=spec.restart,
         network=bridge if isolated else "",
         primary=[n.name for n in nodes if n.group in primary_groups],
+        # A container gang's engine network, made and removed by its monitor (gang.py).
+        container=(
+            None if first.container is None else replace(first.container, name=engine_network)
+        ),
+        env=first.env if containers else {},
     )
-    return BuiltLaunch(gang)
+    return BuiltLaunch(gang, more_env_files=tuple(env_files))

@@ -34,7 +34,7 @@ import signal
 import time
 from dataclasses import asdict, replace
 
-from trainqd.monitor import cgroup, libc, netns, procfs
+from trainqd.monitor import cgroup, container, libc, netns, procfs
 from trainqd.monitor import log as monitor_log
 from trainqd.monitor.log import log
 from trainqd.monitor.outcome import Ending, Stop
@@ -58,6 +58,7 @@ from trainqd.monitor.supervise import (
 NODE_RESTARTS = 5
 # A node monitor gets this long past its grace to end its trainer and write its record.
 NODE_BACKSTOP = LEFTOVER_GRACE + 8.0
+ENGINE_NETWORK_TIMEOUT = 60.0
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGINT}
 
 
@@ -181,6 +182,13 @@ class GangSupervisor(TrainerSupervisor):
             self._enter(Phase.ENDING)
             self._end_tree()
             return early
+        if self.launch.container is not None:
+            problem = self._engine_network("create")
+            if problem is not None:
+                log(problem)
+                self._enter(Phase.ENDING)
+                self._end_tree()
+                return Ending("start_failed", reason=f"no network for the job: {problem}")
         if self.launch.network:
             problem = netns.make_bridge(self.launch.network)
             if problem is not None:
@@ -198,7 +206,33 @@ class GangSupervisor(TrainerSupervisor):
         self._end_tree()
         if self.launch.network and not netns.remove(self.launch.network):
             log(f"the job's bridge {self.launch.network} was gone already")
+        if self.launch.container is not None:
+            problem = self._engine_network("remove")
+            if problem is not None:
+                log(problem)
         return self._conclude_gang()
+
+    def _engine_network(self, what: str) -> str | None:
+        """A container gang's network of the engine's (no route out: `--internal`), whose
+        DNS names each node's container by its host name; None, or what went wrong."""
+        engine = self.launch.container
+        assert engine is not None
+        import subprocess  # noqa: PLC0415 (container gangs only)
+
+        if what == "create":
+            argv = [engine.engine_path, "network", "create", "--internal", engine.name]
+        else:
+            argv = [engine.engine_path, "network", "rm", "--force", engine.name]
+        try:
+            done = container.run_bounded(argv, self.launch.env, ENGINE_NETWORK_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"cannot {what} the network {engine.name}: {exc}"
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            return (
+                f"cannot {what} the network {engine.name}: {said[-1] if said else done.returncode}"
+            )
+        return None
 
     # -- the nodes ---------------------------------------------------------------------
 
@@ -379,6 +413,8 @@ class GangSupervisor(TrainerSupervisor):
         super()._kill_everything()
         if self.launch.network:
             netns.remove(self.launch.network)
+        if self.launch.container is not None:
+            self._engine_network("remove")
 
     def _conclude_gang(self) -> Ending:
         """The attempt ends as its failing node did; else as the first node that did not

@@ -104,7 +104,8 @@ class Launcher:
                 monitor_is_owner=job.spec.image is None and not gang,
             )
             if gang:
-                self._dirs.create_nodes(paths, gang, acct.uid, acct.gid)
+                owned = job.spec.image is None  # a container node's monitor stays root
+                self._dirs.create_nodes(paths, gang, acct.uid, acct.gid, owned)
             mark("directories made", job.id)
             attempt = Attempt(
                 job,
@@ -120,8 +121,9 @@ class Launcher:
                 built = build_gang(attempt, now, roots)
             else:
                 built = build_launch(attempt, now)
-            if built.env_file is not None:
-                write_env_file(*built.env_file)
+            for env_file in (built.env_file, *built.more_env_files):
+                if env_file is not None:
+                    write_env_file(*env_file)
             launch = built.launch
             mark("launch built", job.id)
             monitor = watcher.start(launch, paths.attempt_dir, paths.stop_file)

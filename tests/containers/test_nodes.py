@@ -1,0 +1,51 @@
+"""Container jobs of several nodes: one container per node on a network of the engine's
+made for the attempt (`--internal`, no port published), each named and aliased by its host
+name so every node resolves the others; the containers and the network go with the attempt,
+and a failing node ends the others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.containers.support import Engine, container_job
+from tests.daemon import Daemon
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.containers
+
+
+def gang(mode: str, *args: str, **spec: Any) -> dict[str, Any]:
+    return container_job("gang_node.py", mode, *args, network=None, **spec)
+
+
+def networks(engine: Engine) -> list[str]:
+    listed = engine.run("network", "ls", "--format", "{{.Name}}").stdout.split()
+    return [name for name in listed if name.startswith("trainq-")]
+
+
+@pytest.mark.parametrize("which", ["podman_daemon", "docker_daemon"])
+def test_container_nodes_meet_by_name(
+    which: str, request: pytest.FixtureRequest, engine: Engine
+) -> None:
+    daemon: Daemon = request.getfixturevalue(which)
+    job = daemon.submit(gang("sum", instance_count=3, max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=120)
+    assert done["state"] == "COMPLETED", daemon.cli("logs", str(job["id"])).stdout
+    logs = [daemon.cli("logs", str(job["id"]), "--node", str(n)).stdout for n in (1, 2, 3)]
+    assert "algo-1 served total=3" in logs[0]
+    assert "algo-2 got total=3" in logs[1]
+    assert "algo-3 got total=3" in logs[2]
+    wait_for(lambda: not engine.job_containers(), timeout=30, what="the containers to go")
+    assert networks(engine) == []
+
+
+def test_a_failing_container_node_ends_the_others(podman_daemon: Daemon, engine: Engine) -> None:
+    job = podman_daemon.submit(gang("fail", "2", "3", instance_count=3, max_retries=0))
+    done = podman_daemon.wait_state(job["id"], timeout=120)
+    assert done["state"] == "FAILED"
+    assert (done["attempts"][0]["outcome"], done["attempts"][0]["exit_code"]) == ("exited", 3)
+    assert done["failure_reason"].startswith("algo-3: ")
+    wait_for(lambda: not engine.job_containers(), timeout=60, what="the containers to go")
+    assert networks(engine) == []
