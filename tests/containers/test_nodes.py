@@ -5,12 +5,15 @@ and a failing node ends the others."""
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
 import pytest
 
 from tests.containers.support import Engine, container_job
 from tests.daemon import Daemon
+from tests.e2e.test_nodes import gang_monitor
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.containers
@@ -49,3 +52,18 @@ def test_a_failing_container_node_ends_the_others(podman_daemon: Daemon, engine:
     assert done["failure_reason"].startswith("algo-3: ")
     wait_for(lambda: not engine.job_containers(), timeout=60, what="the containers to go")
     assert networks(engine) == []
+
+
+def test_a_container_gang_whose_monitor_vanished_leaves_nothing(
+    podman_daemon: Daemon, engine: Engine
+) -> None:
+    job = podman_daemon.submit(gang("sleep", instance_count=2, max_retries=0))
+    wait_for(lambda: len(engine.job_containers()) == 2, timeout=60, what="both containers")
+    assert len(networks(engine)) == 1
+    os.kill(gang_monitor(podman_daemon, job["id"]), signal.SIGKILL)
+    # trainqd takes the attempt for lost: its containers and its network go.
+    wait_for(lambda: not engine.job_containers(), timeout=90, what="the containers to go")
+    wait_for(lambda: not networks(engine), timeout=30, what="the network to go")
+    podman_daemon.cli("stop", str(job["id"]))
+    assert podman_daemon.wait_state(job["id"], timeout=60)["state"] == "STOPPED"
+    assert not networks(engine)

@@ -5,12 +5,14 @@ and logs, and the gang ends, stops, times out and survives a restart of trainqd 
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
 
 from tests.daemon import Daemon, pids_alive, python_job
 from tests.helpers import wait_for
+from trainqd.monitor import netns
 
 
 def gang(mode: str, *args: str, **spec: Any) -> dict[str, Any]:
@@ -203,3 +205,24 @@ def test_refusals_are_one_line(daemon: Daemon) -> None:
         assert says in answer.json()["error"]["message"]
         assert "\n" not in answer.json()["error"]["message"]
     assert daemon.cli("ls").returncode == 0  # and trainqd serves on
+
+
+def gang_monitor(daemon: Daemon, job_id: int, attempt: int = 1) -> int:
+    info = daemon.state_dir / "jobs" / str(job_id) / "attempts" / f"{attempt}.monitor"
+    wait_for(info.exists, what="the gang's monitor to say who it is")
+    pid: int = json.loads(info.read_text())["monitor_pid"]
+    return pid
+
+
+def test_a_gang_whose_monitor_vanished_leaves_nothing(daemon: Daemon) -> None:
+    job = daemon.submit(gang("sleep", instance_count=2, max_retries=0))
+    pids = node_pids(daemon, job["id"], [0, 1])
+    bridge = netns.bridge_name(str(daemon.state_dir / "jobs"), job["id"], 1)
+    assert Path(f"/sys/class/net/{bridge}").exists()
+    os.kill(gang_monitor(daemon, job["id"]), signal.SIGKILL)
+    # trainqd takes the attempt for lost and ends what it supervised: every node, the bridge.
+    wait_for(lambda: gone(pids), timeout=30, what="the nodes of the lost attempt to go")
+    wait_for(lambda: not Path(f"/sys/class/net/{bridge}").exists(), what="the bridge to go")
+    wait_for(lambda: daemon.job(job["id"])["attempts"][0]["outcome"] == "lost")
+    daemon.cli("stop", str(job["id"]))
+    assert daemon.wait_state(job["id"], timeout=30)["state"] == "STOPPED"
