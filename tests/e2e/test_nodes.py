@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +227,38 @@ def test_a_gang_whose_monitor_vanished_leaves_nothing(daemon: Daemon) -> None:
     wait_for(lambda: daemon.job(job["id"])["attempts"][0]["outcome"] == "lost")
     daemon.cli("stop", str(job["id"]))
     assert daemon.wait_state(job["id"], timeout=30)["state"] == "STOPPED"
+
+
+def test_every_node_gets_the_channels(daemon: Daemon, tmp_path: Path) -> None:
+    """File mode read-only for every node; Pipe mode FIFOs fed to each node of its own."""
+    stream = tmp_path / "stream"
+    stream.mkdir()
+    (stream / "part-0").write_bytes(b"records " * 10_000)
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "a.csv").write_text("1,2\n")
+    reader = str(Path(__file__).parents[1] / "trainers" / "pipe_reader.py")
+    script = (
+        f'{sys.executable} {reader} "$SM_MODEL_DIR" stream:2 && '
+        'if touch "$SM_CHANNEL_FILES/planted" 2>/dev/null; then exit 9; fi && '
+        'cat "$SM_CHANNEL_FILES/a.csv"'
+    )
+    job = daemon.submit(
+        {
+            "command": ["sh", "-c", script],
+            "instance_count": 2,
+            "channels": {
+                "stream": {"source": str(stream), "mode": "Pipe"},
+                "files": {"source": str(files)},
+            },
+            "max_retries": 0,
+        }
+    )
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "COMPLETED", daemon.cli("logs", str(job["id"])).stdout
+    for number, node in enumerate(done["nodes"], start=1):
+        model = Path(node["job_dir"]) / "model"
+        for epoch in (0, 1):
+            assert (model / f"stream_{epoch}").read_bytes() == b"records " * 10_000
+        assert daemon.cli("logs", str(job["id"]), "--node", str(number)).stdout == "1,2\n"
+    assert not (files / "planted").exists()
