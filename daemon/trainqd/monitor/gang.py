@@ -197,8 +197,10 @@ class GangSupervisor(TrainerSupervisor):
                 self._end_tree()
                 return Ending("start_failed", reason=f"no network for the job: {problem}")
         self.started_at = time.time()
-        for node in self.launch.nodes:
-            self._start(node, restarts=0)
+        # Forked all at once, then plugged in: the nodes make their namespaces meanwhile.
+        forked = [self._fork(node, restarts=0) for node in self.launch.nodes]
+        for run, sync in forked:
+            self._plug(run, sync)
         log(f"{len(self.launch.nodes)} nodes started")
         self._enter(Phase.RUNNING)
         self._watch_nodes()
@@ -237,6 +239,13 @@ class GangSupervisor(TrainerSupervisor):
     # -- the nodes ---------------------------------------------------------------------
 
     def _start(self, node: Launch, restarts: int) -> NodeRun:
+        run, sync = self._fork(node, restarts)
+        self._plug(run, sync)
+        return run
+
+    def _fork(self, node: Launch, restarts: int) -> tuple[NodeRun, tuple[int, int] | None]:
+        """A node's monitor, forked; its "ready" and "go" pipes when it has a network
+        namespace to be plugged into the bridge (`_plug`)."""
         if restarts:
             env = dict(node.env, TRAINQ_NODE_RESTARTS=str(restarts))
             node = replace(node, env=env)
@@ -264,24 +273,28 @@ class GangSupervisor(TrainerSupervisor):
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         os.close(write_fd)
-        if node.network:
-            os.close(go_read)
-            os.close(ready_write)
-            self._plug(node, pid, ready_read, go_write)
         run = NodeRun(node, pid, os.pidfd_open(pid), read_fd)
         run.restarts = restarts
         self.runs[pid] = run
         log(f"{node.node}: monitor {pid} started")
-        return run
+        if not node.network:
+            return run, None
+        os.close(go_read)
+        os.close(ready_write)
+        return run, (ready_read, go_write)
 
-    def _plug(self, node: Launch, pid: int, ready_fd: int, go_fd: int) -> None:
+    def _plug(self, run: NodeRun, sync: tuple[int, int] | None) -> None:
         """Plug the node's namespace into the bridge once it has made it; "go" either way
         (a node not plugged ends as start_failed, and its end the others')."""
+        if sync is None:
+            return
+        ready_fd, go_fd = sync
         try:
             ready = os.read(ready_fd, 1) == b"r"
-            problem = netns.plug(self.launch.network, node.network, pid) if ready else None
+            network = run.launch.network
+            problem = netns.plug(self.launch.network, network, run.pid) if ready else None
             if problem is not None:
-                log(f"{node.node}: {problem}")
+                log(f"{run.name}: {problem}")
             with contextlib.suppress(OSError):
                 os.write(go_fd, b"g" if ready and problem is None else b"x")
         finally:

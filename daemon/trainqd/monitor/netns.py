@@ -40,50 +40,57 @@ def veth_name(bridge: str, rank: int) -> str:
     return f"tqv{bridge[3:11]}{rank:02d}"
 
 
-def _ip(*args: str) -> str | None:
-    """Run `ip`; None, or what went wrong in one line."""
+def _ip(*lines: list[str]) -> str | None:
+    """Run `ip`, one command per line in one process (`ip -batch`: each `ip` started costs
+    milliseconds on a busy host); None, or what went wrong in one line."""
     import subprocess  # noqa: PLC0415 (only jobs of several nodes pay for it)
 
+    argv = [IP, *lines[0]] if len(lines) == 1 else [IP, "-batch", "-"]
+    text = "".join(" ".join(line) + "\n" for line in lines) if len(lines) > 1 else None
     try:
         done = subprocess.run(
-            [IP, *args],
-            stdin=subprocess.DEVNULL,
+            argv,
+            input=None if text is None else text.encode(),
+            stdin=subprocess.DEVNULL if text is None else None,
             capture_output=True,
             timeout=_TIMEOUT,
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"},
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"ip {' '.join(args)}: {exc}"
+        return f"{' '.join(argv)}: {exc}"
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"ip {' '.join(args)}: {said[-1] if said else f'exit status {done.returncode}'}"
+        what = "; ".join(" ".join(line) for line in lines)
+        return f"ip {what}: {said[-1] if said else f'exit status {done.returncode}'}"
     return None
 
 
 def make_bridge(bridge: str) -> str | None:
     remove(bridge)  # a launch of this very attempt that died before its monitor cleaned up
-    return _ip("link", "add", "name", bridge, "type", "bridge") or _ip("link", "set", bridge, "up")
+    return _ip(["link", "add", "name", bridge, "type", "bridge"], ["link", "set", bridge, "up"])
 
 
 def plug(bridge: str, veth: str, pid: int) -> str | None:
     """A pair of interfaces between the bridge and the namespace of process `pid`, where its
     end is eth0."""
-    _ip("link", "del", veth)  # a restarted node's earlier pair, if its namespace lingers
+    if os.path.exists(f"/sys/class/net/{veth}"):  # a restarted node's, its namespace lingering
+        _ip(["link", "del", veth])
     return _ip(
-        "link", "add", veth, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", str(pid)
-    ) or _ip("link", "set", veth, "master", bridge, "up")
+        ["link", "add", veth, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", str(pid)],
+        ["link", "set", veth, "master", bridge, "up"],
+    )
 
 
 def configure(address: str) -> str | None:
     """In the node's own namespace: loopback up, eth0 with its address, up."""
-    return (
-        _ip("link", "set", "lo", "up")
-        or _ip("addr", "add", f"{address}/{PREFIX_LENGTH}", "dev", NODE_INTERFACE)
-        or _ip("link", "set", NODE_INTERFACE, "up")
+    return _ip(
+        ["link", "set", "lo", "up"],
+        ["addr", "add", f"{address}/{PREFIX_LENGTH}", "dev", NODE_INTERFACE],
+        ["link", "set", NODE_INTERFACE, "up"],
     )
 
 
 def remove(bridge: str) -> bool:
     """Remove the bridge if it is there; whether it was."""
-    return os.path.exists(f"/sys/class/net/{bridge}") and _ip("link", "del", bridge) is None
+    return os.path.exists(f"/sys/class/net/{bridge}") and _ip(["link", "del", bridge]) is None
