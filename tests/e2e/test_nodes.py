@@ -262,3 +262,36 @@ def test_every_node_gets_the_channels(daemon: Daemon, tmp_path: Path) -> None:
             assert (model / f"stream_{epoch}").read_bytes() == b"records " * 10_000
         assert daemon.cli("logs", str(job["id"]), "--node", str(number)).stdout == "1,2\n"
     assert not (files / "planted").exists()
+
+
+# Each node checkpoints at /opt/ml/checkpoints, as SageMaker code does; the first attempt
+# then fails on rank 0 with a transient status, and the retry prints what each node finds.
+RESUME = """
+import os, sys
+state = "/opt/ml/checkpoints/state"
+me, attempt = os.environ["SM_CURRENT_HOST"], os.environ["TRAINQ_ATTEMPT"]
+if os.path.exists(state):
+    print("resumed", open(state).read())
+else:
+    open(state, "w").write(f"{me} at attempt {attempt}")
+    print("fresh")
+if attempt == "1" and os.environ["TRAINQ_NODE_RANK"] == "0":
+    sys.exit(139)
+"""
+
+
+def test_each_node_resumes_from_its_own_checkpoints(daemon: Daemon) -> None:
+    job = daemon.submit(
+        {
+            "command": ["python3", "-c", RESUME],
+            "instance_count": 2,
+            "max_retries": 1,
+            "retry_backoff_seconds": 0,
+        }
+    )
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "COMPLETED", done
+    assert len(done["attempts"]) == 2
+    for number in (1, 2):
+        out = daemon.cli("logs", str(job["id"]), "--node", str(number)).stdout
+        assert out == f"resumed algo-{number} at attempt 1\n", out

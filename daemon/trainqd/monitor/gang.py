@@ -56,8 +56,10 @@ from trainqd.monitor.supervise import (
 # restart = "node": a node is started again in place this many times (AI Platform's rule),
 # then its next failure ends the attempt as restart = "job" would.
 NODE_RESTARTS = 5
-# A node monitor gets this long past its grace to end its trainer and write its record.
-NODE_BACKSTOP = LEFTOVER_GRACE + 8.0
+# A node monitor gets this long past its grace to end its trainer and write its record:
+# more than an honest one takes (a container's engine stop, kill and client backstops and
+# the leftovers' grace, about 15 s), well within trainqd's own end_margin_seconds (90 s).
+NODE_BACKSTOP = 2 * container.BACKSTOP_SECONDS + 2 * LEFTOVER_GRACE + 16.0
 ENGINE_NETWORK_TIMEOUT = 60.0
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGINT}
 
