@@ -295,3 +295,27 @@ def test_each_node_resumes_from_its_own_checkpoints(daemon: Daemon) -> None:
     for number in (1, 2):
         out = daemon.cli("logs", str(job["id"]), "--node", str(number)).stdout
         assert out == f"resumed algo-{number} at attempt 1\n", out
+
+
+def test_a_parameter_server_layout_runs_to_completion(daemon: Daemon) -> None:
+    """CPU parameter servers beside GPU trainers (Paddle's layout), finding each other by
+    the names and ports in their environment; the trainers are primary."""
+    spec = gang(
+        "ps",
+        instance_groups=[
+            {"name": "pservers", "instance_count": 2},
+            {"name": "trainers", "instance_count": 2, "gpus": 1, "primary": True},
+        ],
+        max_retries=0,
+    )
+    job = daemon.submit(spec)
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "COMPLETED", done
+    assert len(done["attempts"][0]["gpus"]) == 2  # the trainers' alone
+    logs = [daemon.cli("logs", str(job["id"]), "--node", str(n)).stdout for n in (1, 2, 3, 4)]
+    # Trainers algo-3 and algo-4 are ranks 2 and 3: each server sums 5.
+    assert "algo-1 served total=5" in logs[0]
+    assert "algo-2 served total=5" in logs[1]
+    given = sorted(str(g) for g in done["attempts"][0]["gpus"])
+    for log, gpu in zip(logs[2:], given, strict=True):
+        assert log.endswith(f" on GPUs {gpu} got 5,5\n"), log

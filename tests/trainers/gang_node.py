@@ -9,6 +9,10 @@
     gang_node.py sleep        listen and sleep until stopped
     gang_node.py flaky R N    rank R exits 1 until TRAINQ_NODE_RESTARTS reaches N, then 0;
                               the others wait for it to succeed (its port), then exit 0
+    gang_node.py ps           a parameter-server layout: the "pservers" group's nodes each
+                              sum what every node of the "trainers" group sends them, answer
+                              it and serve on (never exiting); each trainer sends its rank
+                              to every server, prints the sums and exits 0
 
 Every node writes its pid to <model dir>/pid once it listens (sleepers) or runs.
 """
@@ -108,5 +112,27 @@ elif mode == "flaky":
     else:
         note_pid()
         connect(hosts[flaky]).close()
+elif mode == "ps":
+    groups = {g["instance_group_name"]: g["hosts"] for g in resources["instance_groups"]}
+    servers, trainers = groups["pservers"], groups["trainers"]
+    if me in servers:
+        server = listen()
+        note_pid()
+        conns = [server.accept()[0] for _ in trainers]
+        total = sum(int(c.makefile().readline()) for c in conns)
+        for c in conns:
+            c.sendall(f"{total}\n".encode())
+            c.close()
+        print(f"{me} served total={total}", flush=True)
+        while True:  # a parameter server serves until it is stopped
+            server.accept()[0].close()
+    else:
+        sums = []
+        for host in servers:
+            conn = connect(host)
+            conn.sendall(f"{rank}\n".encode())
+            sums.append(conn.makefile().readline().strip())
+        gpus = os.environ["CUDA_VISIBLE_DEVICES"]
+        print(f"{me} on GPUs {gpus} got {','.join(sums)}", flush=True)
 else:
     sys.exit(f"unknown mode {mode}")
