@@ -174,6 +174,15 @@ def test_restart_node_restarts_a_failing_node_in_place(daemon: Daemon) -> None:
     assert "algo-2 restart 0\nalgo-2 restart 1\nalgo-2 restart 2\n" in flaky
 
 
+def test_restart_node_ends_the_job_on_a_permanent_error(daemon: Daemon) -> None:
+    job = daemon.submit(gang("flaky", "1", "-1", instance_count=2, restart="node", max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "FAILED"
+    assert done["attempts"][0]["exit_code"] == 3
+    flaky = daemon.cli("logs", str(job["id"]), "--node", "2").stdout
+    assert flaky.count("restart") == 1  # never started again
+
+
 def test_restart_node_gives_up_after_five_restarts(daemon: Daemon) -> None:
     job = daemon.submit(gang("flaky", "1", "99", instance_count=2, restart="node", max_retries=0))
     done = daemon.wait_state(job["id"], timeout=60)

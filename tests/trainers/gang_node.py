@@ -7,7 +7,8 @@
     gang_node.py fail R CODE  every node but rank R listens and sleeps; rank R connects to
                               each of them (so all are up), then exits with CODE
     gang_node.py sleep        listen and sleep until stopped
-    gang_node.py flaky R N    rank R exits 1 until TRAINQ_NODE_RESTARTS reaches N, then 0;
+    gang_node.py flaky R N    rank R exits 139 (transient) until TRAINQ_NODE_RESTARTS
+                              reaches N, then 0 (N < 0: exits 3, a permanent error);
                               the others wait for it to succeed (its port), then exit 0
     gang_node.py ps           a parameter-server layout: the "pservers" group's nodes each
                               sum what every node of the "trainers" group sends them, answer
@@ -103,8 +104,10 @@ elif mode == "flaky":
     restarts = int(os.environ["TRAINQ_NODE_RESTARTS"])
     print(f"{me} restart {restarts}", flush=True)
     if rank == flaky:
+        if needed < 0:
+            sys.exit(3)
         if restarts < needed:
-            sys.exit(1)
+            sys.exit(139)
         server = listen()
         note_pid()
         for _ in hosts[1:]:

@@ -164,6 +164,7 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         peers={},
         nodes=launches,
         restart=spec.restart,
+        transient_exit_codes=list(spec.retry_exit_codes),
         network=bridge if isolated else "",
         primary=[n.name for n in nodes if n.group in primary_groups],
         # A container gang's engine network, made and removed by its monitor (gang.py).

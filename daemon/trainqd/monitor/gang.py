@@ -385,14 +385,15 @@ class GangSupervisor(TrainerSupervisor):
             self._arm_backstop(self.launch.stop_grace_seconds)
 
     def _restarts_in_place(self, run: NodeRun, record: ExitRecord | None) -> bool:
-        """restart = "node": a node that exited with an error starts again, up to
-        NODE_RESTARTS times; not one that could not start, was killed for memory or lost."""
-        return (
-            self.launch.restart == "node"
-            and record is not None
-            and record.outcome in ("exited", "signaled")
-            and run.restarts < NODE_RESTARTS
-        )
+        """restart = "node": a node that ended with a transient error (the job's
+        retry_exit_codes) starts again, up to NODE_RESTARTS times; a permanent error, a node
+        that could not start, was killed for memory or was lost ends the attempt."""
+        if self.launch.restart != "node" or record is None or run.restarts >= NODE_RESTARTS:
+            return False
+        codes = self.launch.transient_exit_codes
+        if record.outcome == "signaled" and record.signal is not None:
+            return record.signal in codes or 128 + record.signal in codes
+        return record.outcome == "exited" and record.exit_code in codes
 
     def _primary_done(self) -> bool:
         primary = set(self.launch.primary)

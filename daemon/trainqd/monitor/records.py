@@ -124,6 +124,9 @@ class Launch:
     peers: dict[str, str] = field(default_factory=dict)
     restart: str = "job"
     primary: list[str] = field(default_factory=list)
+    # restart = "node": the exit statuses (and signals, as N or 128 + N) that are transient,
+    # the spec's retry_exit_codes; any other error is permanent and ends the attempt.
+    transient_exit_codes: list[int] = field(default_factory=list)
     # Under a root trainqd (netns.py): the gang's bridge, a node's end of its pair on it;
     # empty: the nodes share the host's network, each on a loopback address of its own.
     network: str = ""
