@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from trainq.core.errors import InvalidSpec
 from trainq.core.nodes import layout, split_gpus
 from trainq.core.spec import parse_spec
+from trainqd.access.admission import HostFacts, check_nodes
 from trainqd.attempts.nodes import master_port, node_address, node_environment
 
 
@@ -99,3 +101,11 @@ def test_each_node_knows_its_place() -> None:
     ]
     # Two jobs never share an address.
     assert node_address(1, 0) != node_address(2, 0)
+
+
+def test_the_slurm_back_end_refuses_several_nodes_in_one_line() -> None:
+    host = HostFacts(gpu_backend="slurm", gpu_count=0, default_engine=None)
+    check_nodes(parse_spec({"command": ["x"]}), host)  # one node: as always
+    with pytest.raises(InvalidSpec) as caught:
+        check_nodes(parse_spec({"command": ["x"], "instance_count": 2}), host)
+    assert str(caught.value) == "the Slurm back end runs jobs of one node: set instance_count = 1"
