@@ -228,6 +228,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
     p.add_argument("-f", "--file", metavar="SPEC", help="spec file (.toml or .json)")
     p.add_argument("--name")
     p.add_argument("--gpus", type=_typed(parse_whole_number, "count"), metavar="N")
+    p.add_argument("--nodes", type=_typed(parse_whole_number, "count"), metavar="N")
     p.add_argument("--priority", type=_typed(parse_integer, "integer"), metavar="P")
     kv = _typed(parse_key_value, "KEY=VALUE")
     p.add_argument("--hp", type=kv, action="append", default=[], metavar="K=V")

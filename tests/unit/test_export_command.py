@@ -258,3 +258,16 @@ def test_after_is_slurms_dependency_and_refused_where_it_means_nothing(
     assert (status, out) == (2, "")
     assert err.startswith("trainq: after: job 5 waits for trainq jobs")
     assert err.count("\n") == 1
+
+
+def test_nodes_flag_to_kubernetes(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "kubernetes", "--image", "registry.example/ddp:1",
+        "--name", "ddp", "--nodes", "3", "--gpus", "2",
+    )  # fmt: skip
+    assert status == 0, err
+    items = {item["kind"]: item for item in json.loads(out)["items"]}
+    assert items["Job"]["spec"]["completions"] == 3
+    assert items["Service"]["metadata"]["name"] == "ddp"
