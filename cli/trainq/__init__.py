@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from trainq.core import __version__
 
 if TYPE_CHECKING:
-    from trainq.client import Client
+    from trainq.client.library import Client
     from trainq.core.errors import (
         Busy,
         Conflict,
@@ -59,7 +59,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "Client":
-        from trainq.client import Client  # noqa: PLC0415 (h11 only when asked for)
+        from trainq.client.library import Client  # noqa: PLC0415 (h11 only when asked for)
 
         return Client
     if name in _ERRORS:

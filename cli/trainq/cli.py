@@ -13,14 +13,15 @@ Start-up cost (bench/cli.py measures it; the budget of `trainq submit` and `trai
 flag through pydantic, ~150 ms of imports; from 0.26 it carries click as a private copy,
 whose exceptions this module needs). rich is loaded by typer only to draw `--help`, and by
 the commands that draw tables; usage errors are worded here, in one line, without it.
-Flag values are parsed by the same functions as before (trainq.specfile), wrapped so that
-their messages reach the user as they are.
+Flag values are parsed by trainq.specfile's functions, wrapped (`_typed`) so that their
+messages reach the user as they are.
 
 Adding a command: write `def run(ctx: Context, args: Namespace) -> int` in its own module,
 add a line to `trainq.commands.COMMANDS` that imports it lazily, and add one function here
 decorated with `@app.command(short_help=...)` whose parameters are its flags and which
 returns `_parsed(ctx, "name", flag=value, ...)`: the attribute names the command reads.
-A command whose flags are defined with argparse registers with `_argparse_command` instead.
+The flags that set a spec's fields are declared once (`trainq.specfile.SPEC_FLAGS`);
+`@_with_spec_flags` gives them to the commands that build a spec (`submit`, `export`).
 
 Exit statuses: trainq.core.errors.ExitCode (2 for usage errors), 130 after Ctrl-C, 141 when the
 reader of stdout went away (`trainq ls | head -1`), both quietly, as a shell would report a
@@ -31,12 +32,14 @@ TRAINQ_DEBUG=1 for the traceback.
 # No `from __future__ import annotations`: typer reads every command's annotations on each
 # run, and evaluating them once at import is cheaper than typer evaluating strings.
 import argparse
+import functools
+import inspect
 import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import click
 import typer
@@ -45,15 +48,13 @@ from typer.core import TyperGroup
 from trainq.completion import any_job, unfinished_job
 from trainq.core import __version__
 from trainq.core.errors import TrainqError
+from trainq.core.export.common import TARGETS
 from trainq.core.paths import SOCKET_ENV, client_socket
 from trainq.core.states import JobState
 from trainq.logs import parse_since
 from trainq.specfile import (
-    check_command,
-    check_mail_types,
-    parse_after,
-    parse_channel,
-    parse_env,
+    SPEC_FLAGS,
+    SpecFlag,
     parse_integer,
     parse_job_id,
     parse_key_value,
@@ -100,12 +101,6 @@ def _state(text: str) -> str:
     return state
 
 
-def _engine(text: str) -> str:
-    if text not in ("docker", "podman"):
-        raise ValueError(f"invalid choice: {text!r} (choose from 'docker', 'podman')")
-    return text
-
-
 def _gpu_indices(text: str) -> str:
     """`2,3` checked; the command splits it (a typer option holds one value, not a list)."""
     parts = [part.strip() for part in text.split(",")]
@@ -130,17 +125,10 @@ JOB_ID = _typed(parse_job_id, "job id")
 ATTEMPT = _typed(_attempt_number, "attempt")
 DURATION = _typed(parse_seconds, "duration")
 WHOLE_DURATION = _typed(parse_whole_seconds, "duration")
-KEY_VALUE = _typed(parse_key_value, "KEY=VALUE")
-ENV_ENTRY = _typed(parse_env, "NAME=VALUE")
-CHANNEL = _typed(parse_channel, "channel")
 STATE = _typed(_state, "state")
-ENGINE = _typed(_engine, "engine")
 GROUP_BY = _typed(_group_by, "group")
 SWEEP = _typed(parse_sweep, "KEY=V1,V2")
 SINCE = _typed(parse_since, "time")
-AFTER = _typed(parse_after, "dependency")
-NOTIFY = _typed(check_command, "command")
-MAIL_TYPES = _typed(check_mail_types, "mail types")
 GPU_INDICES = _typed(_gpu_indices, "GPU indices")
 
 
@@ -287,7 +275,59 @@ def _repeated(flag: str, metavar: str, kind: Callable[[str], Any], help_text: st
     return typer.Option(flag, metavar=metavar, parser=kind, help=help_text, show_default=False)
 
 
+def _spec_option(flag: SpecFlag, panel: str | None) -> Any:
+    """The typer option of one of the spec's flags (trainq.specfile.SPEC_FLAGS)."""
+    parser = None if flag.parse is None else _typed(flag.parse, flag.param)
+    return typer.Option(
+        flag.flag,
+        metavar=flag.metavar,
+        parser=parser,
+        help=flag.help,
+        show_default=False,
+        rich_help_panel=panel,
+    )
+
+
+def _with_spec_flags(
+    after: str, panel: str | None = None
+) -> Callable[[Callable[..., argparse.Namespace]], Callable[..., argparse.Namespace]]:
+    """Give a command the spec's flags (trainq.specfile.SPEC_FLAGS), after its parameter
+    `after`; the command gets their values as `spec_flags` (lists as lists, never None)."""
+
+    def decorate(command: Callable[..., argparse.Namespace]) -> Callable[..., argparse.Namespace]:
+        own = [p for p in inspect.signature(command).parameters.values() if p.name != "spec_flags"]
+        at = [p.name for p in own].index(after) + 1
+        added = [
+            inspect.Parameter(
+                flag.param,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[flag.kind, _spec_option(flag, panel)],
+            )
+            for flag in SPEC_FLAGS
+        ]
+        params = [*own[:at], *added, *own[at:]]
+
+        @functools.wraps(command)
+        def run(*args: Any, **values: Any) -> argparse.Namespace:
+            given = {flag.param: values.pop(flag.param) for flag in SPEC_FLAGS}
+            lists = {name: list(value or []) for name, value in given.items() if _is_list(name)}
+            return command(*args, spec_flags={**given, **lists}, **values)
+
+        run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return decorate
+
+
+def _is_list(param: str) -> bool:
+    kind = next(flag.kind for flag in SPEC_FLAGS if flag.param == param)
+    return list[str] in getattr(kind, "__args__", ())
+
+
 @app.command(help=SUBMIT_HELP, short_help="submit a job")
+@_with_spec_flags(after="file")
 def submit(
     ctx: typer.Context,
     *,
@@ -298,35 +338,6 @@ def submit(
     file: Annotated[
         str | None, typer.Option("-f", "--file", metavar="SPEC", help="spec file (.toml or .json)")
     ] = None,
-    name: Annotated[
-        str | None, typer.Option(help="job name (letters, digits, '.', '_', '-')")
-    ] = None,
-    gpus: Annotated[
-        int | None, typer.Option(metavar="N", parser=COUNT, help="whole GPUs the job needs")
-    ] = None,
-    nodes: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N", parser=COUNT, help="nodes started together (each with --gpus GPUs)"
-        ),
-    ] = None,
-    priority: Annotated[
-        int | None,
-        typer.Option(metavar="P", parser=INTEGER, help="higher runs first, among your own jobs"),
-    ] = None,
-    job_class: Annotated[
-        str | None,
-        typer.Option("--class", metavar="C", help="the class (QoS) it runs in (`trainq users`)"),
-    ] = None,
-    hp: Annotated[
-        list[str] | None,
-        _repeated(
-            "--hp",
-            "K=V",
-            KEY_VALUE,
-            "hyperparameter (repeatable; replaces the file's entry of that name)",
-        ),
-    ] = None,
     sweep: Annotated[
         list[str] | None,
         _repeated(
@@ -336,106 +347,11 @@ def submit(
             "submit one job per point of the grid of these values (repeatable; one group)",
         ),
     ] = None,
-    metric: Annotated[
-        list[str] | None,
-        _repeated(
-            "--metric",
-            "NAME=REGEX",
-            KEY_VALUE,
-            "a metric read from the job's output: each match of REGEX, its first group the "
-            "value (repeatable)",
-        ),
-    ] = None,
-    channel: Annotated[
-        list[str] | None,
-        _repeated(
-            "--channel",
-            "NAME=PATH[:MODE]",
-            CHANNEL,
-            "input channel; MODE is File (default), Pipe or FastFile (repeatable)",
-        ),
-    ] = None,
-    env: Annotated[
-        list[str] | None,
-        _repeated(
-            "--env",
-            "K=V",
-            ENV_ENTRY,
-            "environment variable; K alone passes on your value (repeatable)",
-        ),
-    ] = None,
-    max_runtime: Annotated[
-        int | None,
-        typer.Option(
-            metavar="S",
-            parser=WHOLE_DURATION,
-            help="stop the job after this long: seconds, or 30m, 12h, 2d",
-        ),
-    ] = None,
-    source_dir: Annotated[
-        str | None,
-        typer.Option(metavar="DIR", help="the trainer's code, copied into the job at submit"),
-    ] = None,
-    snapshot: Annotated[
-        bool | None,
-        typer.Option(
-            "--snapshot/--no-snapshot",
-            help="copy the source (--source-dir, sagemaker_submit_directory) at submit "
-            "[default: on when there is one]",
-            show_default=False,
-        ),
-    ] = None,
-    notify: Annotated[
-        str | None,
-        typer.Option(
-            metavar="CMD",
-            parser=NOTIFY,
-            help="run this command of yours when the job ends (TRAINQ_JOB_* say how)",
-        ),
-    ] = None,
-    mail: Annotated[
-        str | None,
-        typer.Option(
-            metavar="END,FAIL", parser=MAIL_TYPES, help="mail you when the job ends, or fails"
-        ),
-    ] = None,
     like: Annotated[
         int | None,
         typer.Option(
             metavar="JOB", parser=JOB_ID, help="start from job JOB's spec; flags override it"
         ),
-    ] = None,
-    after: Annotated[
-        list[str] | None,
-        _repeated(
-            "--after",
-            "JOB[:ok|:failed|:any]",
-            AFTER,
-            "start only once job JOB (or group:G) has succeeded, failed or ended (repeatable)",
-        ),
-    ] = None,
-    stop_grace: Annotated[
-        float | None,
-        typer.Option(
-            metavar="S",
-            parser=DURATION,
-            help="time between SIGTERM and SIGKILL when the job is stopped",
-        ),
-    ] = None,
-    max_retries: Annotated[
-        int | None,
-        typer.Option(metavar="N", parser=COUNT, help="retries of transient crashes (default 3)"),
-    ] = None,
-    image: Annotated[
-        str | None, typer.Option(help="run this container image (as `IMAGE train`)")
-    ] = None,
-    engine: Annotated[
-        str | None,
-        typer.Option(metavar="docker|podman", parser=ENGINE, help="container engine"),
-    ] = None,
-    workdir: Annotated[
-        str | None,
-        typer.Option(metavar="DIR", help="working directory of a subprocess job"),
     ] = None,
     wait: Annotated[
         bool,
@@ -457,18 +373,14 @@ def submit(
         ),
     ] = None,
     socket: Socket = None,
+    spec_flags: dict[str, Any],
 ) -> argparse.Namespace:
     if follow and sweep:
         raise _UsageError("argument --follow: follows one job, not a --sweep", ctx)
     return _parsed(
-        ctx, "submit", socket=socket, file=file, name=name, gpus=gpus, priority=priority,
-        job_class=job_class, hp=list(hp or []), channel=list(channel or []), env=list(env or []),
-        max_runtime=max_runtime, stop_grace=stop_grace, max_retries=max_retries, image=image,
-        engine=engine, workdir=workdir, wait=wait or follow, follow=follow, json=json,
-        token=token,
-        command_argv=list(command_argv or []), sweep=list(sweep or []), after=list(after or []),
-        like=like, notify=notify, mail=mail, source_dir=source_dir, snapshot=snapshot,
-        metric=list(metric or []), nodes=nodes,
+        ctx, "submit", socket=socket, file=file, **spec_flags, wait=wait or follow,
+        follow=follow, json=json, token=token, command_argv=list(command_argv or []),
+        sweep=list(sweep or []), like=like,
     )  # fmt: skip
 
 
@@ -867,83 +779,187 @@ def ui(
     return _parsed(ctx, "ui", socket=socket, port=port)
 
 
-# -- commands whose flags are defined with argparse -------------------------------------
+# -- export: a job, or a spec file and the spec's flags, as another engine's artifact ------
+
+EXPORT_HELP = """\
+Print a job as another engine's artifact: a Slurm batch script (--to slurm), a Kubernetes
+List of a ConfigMap and a Job (--to kubernetes, container jobs), or a SageMaker
+CreateTrainingJob request and its `aws` command (--to sagemaker). The spec comes from JOB
+(an existing job) or from -f SPEC with submit's flags over it. What the target cannot
+express is refused with one line naming the field (exit 2)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but an error is one line (`trainq export: <message>`, exit 2), no usage
-    block, and no abbreviated flags (which would make adding a flag a breaking change)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        unknown = re.match(r"unrecognized arguments: (-\S+)", message)
-        if unknown:
-            flags = list(self._option_string_actions)
-            for action in self._subparsers._group_actions if self._subparsers else ():
-                for sub in getattr(action, "choices", {}).values():
-                    flags += list(sub._option_string_actions)
-            message += _did_you_mean(unknown[1], flags)
-        self.exit(USAGE, f"{self.prog}: {message}\n")
+def _target(text: str) -> str:
+    if text not in TARGETS:
+        choices = ", ".join(repr(target) for target in TARGETS)
+        raise ValueError(f"invalid choice: {text!r} (choose from {choices})")
+    return text
 
 
-def _argparse_command(
-    name: str, add_parser: Callable[[Any, argparse.ArgumentParser], Any], short_help: str
-) -> None:
-    """Register `name`, whose flags `add_parser(sub, common)` defines with argparse: typer
-    hands it the rest of the line untouched (and `--help` too, which argparse answers)."""
-
-    def parsers() -> tuple[_Parser, _Parser]:
-        common = _Parser(add_help=False)
-        common.add_argument("--socket", default=argparse.SUPPRESS, metavar="PATH")
-        parser = _Parser(prog=PROG)
-        sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-        return parser, add_parser(sub, common)
-
-    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
-        """The command's flags, and the choices of the flag just typed (`--to slurm`)."""
-        typed = ctx.params.get("words") or []
-        _, own = parsers()
-        if typed and typed[-1] in own._option_string_actions:
-            choices = own._option_string_actions[typed[-1]].choices or ()
-            return [str(choice) for choice in choices if str(choice).startswith(incomplete)]
-        if incomplete.startswith("-"):
-            return [flag for flag in own._option_string_actions if flag.startswith(incomplete)]
-        return []
-
-    def command(
-        ctx: typer.Context,
-        words: Annotated[
-            list[str] | None, typer.Argument(metavar="ARGS", autocompletion=complete)
-        ] = None,
-    ) -> argparse.Namespace:
-        parser, _ = parsers()
-        args = parser.parse_args([name, *(words or [])])
-        return _parsed(ctx, name, **_fields(args))
-
-    app.command(
-        name,
-        short_help=short_help,
-        add_help_option=False,
-        context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-    )(command)
+def _targets(incomplete: str) -> list[str]:
+    return [target for target in TARGETS if target.startswith(incomplete)]
 
 
-def _fields(args: argparse.Namespace) -> dict[str, Any]:
-    fields = dict(vars(args))
-    fields.pop("command", None)
-    return fields
+def _mapping(text: str) -> tuple[str, str]:
+    key, value = parse_key_value(text)
+    if not value:
+        raise ValueError(f"nothing after '=' in {text!r}")
+    return key, value
 
 
-def _export_parser(sub: Any, common: argparse.ArgumentParser) -> Any:
-    from trainq import export_command  # noqa: PLC0415 (loaded only when `export` runs)
-
-    return export_command.add_parser(sub, common)
+TARGET = _typed(_target, "target")
+MAPPING = _typed(_mapping, "NAME=VALUE")
 
 
-_argparse_command("export", _export_parser, "a job as a Slurm, Kubernetes or SageMaker artifact")
+def _option(*decls: str, panel: str, **settings: Any) -> Any:
+    """An option of one target's (listed under its name in --help)."""
+    return typer.Option(*decls, rich_help_panel=panel, show_default=False, **settings)
+
+
+@app.command(help=EXPORT_HELP, short_help="a job as a Slurm, Kubernetes or SageMaker artifact")
+@_with_spec_flags(after="file", panel="the job (as for submit)")
+def export(
+    ctx: typer.Context,
+    *,
+    job_or_command: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="JOB | -- COMMAND",
+            help="an existing job's id, or the trainer's command line (subprocess jobs)",
+            show_default=False,
+        ),
+    ] = None,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="slurm|kubernetes|sagemaker",
+            parser=TARGET,
+            autocompletion=_targets,
+            help="the target engine",
+        ),
+    ],
+    output: Annotated[
+        str | None, typer.Option("-o", "--output", metavar="FILE", help="write the artifact here")
+    ] = None,
+    file: Annotated[
+        str | None, typer.Option("-f", "--file", metavar="SPEC", help="spec file (.toml or .json)")
+    ] = None,
+    python: Annotated[
+        str,
+        _option(
+            "--python",
+            panel="slurm",
+            metavar="PATH",
+            help="the Python with trainq installed on the nodes (default: this one)",
+        ),
+    ] = sys.executable,
+    job_dir: Annotated[
+        str | None,
+        _option(
+            "--job-dir",
+            panel="slurm",
+            metavar="DIR",
+            help="where job directories go on the cluster (default: the submit directory)",
+        ),
+    ] = None,
+    partition: Annotated[
+        str | None, _option("--partition", panel="slurm", metavar="NAME", help="the partition")
+    ] = None,
+    volume: Annotated[
+        list[str] | None,
+        _option(
+            "--volume",
+            panel="kubernetes",
+            metavar="CHANNEL=SOURCE",
+            parser=MAPPING,
+            help="the channel's data: a PersistentVolumeClaim name, or an absolute host path "
+            "(repeatable)",
+        ),
+    ] = None,
+    namespace: Annotated[
+        str | None, _option("--namespace", panel="kubernetes", metavar="NAME", help="its namespace")
+    ] = None,
+    checkpoints: Annotated[
+        str | None,
+        _option(
+            "--checkpoints",
+            panel="kubernetes",
+            metavar="SOURCE",
+            help="a claim or host path for /opt/ml/checkpoints, so that a retry resumes",
+        ),
+    ] = None,
+    init_image: Annotated[
+        str | None,
+        _option(
+            "--init-image",
+            panel="kubernetes",
+            metavar="IMAGE",
+            help="the image that lays out /opt/ml (a shell, cp)",
+        ),
+    ] = None,
+    s3: Annotated[
+        list[str] | None,
+        _option(
+            "--s3",
+            panel="sagemaker",
+            metavar="CHANNEL=S3_URI",
+            parser=MAPPING,
+            help="where the channel's data is in S3 (repeatable)",
+        ),
+    ] = None,
+    instance_type: Annotated[
+        str | None,
+        _option("--instance-type", panel="sagemaker", metavar="TYPE", help="e.g. ml.g5.xlarge"),
+    ] = None,
+    role_arn: Annotated[
+        str | None,
+        _option(
+            "--role-arn",
+            panel="sagemaker",
+            metavar="ARN",
+            help="the IAM role SageMaker runs the job as",
+        ),
+    ] = None,
+    output_s3: Annotated[
+        str | None,
+        _option(
+            "--output-s3",
+            panel="sagemaker",
+            metavar="S3_URI",
+            help="where SageMaker puts model.tar.gz",
+        ),
+    ] = None,
+    checkpoint_s3: Annotated[
+        str | None,
+        _option(
+            "--checkpoint-s3",
+            panel="sagemaker",
+            metavar="S3_URI",
+            help="synced with /opt/ml/checkpoints",
+        ),
+    ] = None,
+    volume_size: Annotated[
+        int,
+        _option(
+            "--volume-size",
+            panel="sagemaker",
+            metavar="GB",
+            parser=COUNT,
+            help="the training volume's size (default 50)",
+        ),
+    ] = 50,
+    socket: Socket = None,
+    spec_flags: dict[str, Any],
+) -> argparse.Namespace:
+    return _parsed(
+        ctx, "export", socket=socket, to=to, output=output, file=file, **spec_flags,
+        job_or_command=list(job_or_command or []), python=python, job_dir=job_dir,
+        partition=partition, volume=list(volume or []), namespace=namespace,
+        checkpoints=checkpoints, init_image=init_image, s3=list(s3 or []),
+        instance_type=instance_type, role_arn=role_arn, output_s3=output_s3,
+        checkpoint_s3=checkpoint_s3, volume_size=volume_size,
+    )  # fmt: skip
 
 
 # -- running ----------------------------------------------------------------------------
@@ -1067,7 +1083,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse(sys.argv[1:] if argv is None else list(argv))
         if isinstance(args, int):
             return args
-        from trainq.commands import COMMANDS, Context  # noqa: PLC0415 (see module docstring)
+        from trainq.commands import COMMANDS  # noqa: PLC0415 (see module docstring)
+        from trainq.context import Context  # noqa: PLC0415
 
         try:
             cwd: Path | None = Path.cwd()

@@ -1,9 +1,11 @@
 """One function per `trainq` command, each a single request (or stream) to trainqd.
 
-Every command takes a `Context` (where to write, which socket, the caller's directory and
-environment: no global state, so tests run them in-process) and the parsed arguments, and
-returns the exit status. Errors are raised as trainq's own exceptions; `trainq.cli.main`
-turns them into one line and an exit status. `COMMANDS` is the dispatch table.
+Every command takes a `Context` (`trainq.context`: where to write, which socket, the
+caller's directory and environment: no global state, so tests run them in-process) and the
+parsed arguments, and returns the exit status. It speaks to trainqd only through the methods
+of `trainq.client.api.Api` (`ctx.client()`), one per endpoint. Errors are raised as trainq's
+own exceptions; `trainq.cli.main` turns them into one line and an exit status. `COMMANDS`
+is the dispatch table.
 
 The daemon's JSON is used as plain dicts, never through the pydantic models of
 `trainq.core.wire`: pydantic's import cost stays off the CLI (see `trainq.cli` for the budget),
@@ -13,63 +15,18 @@ and `--json` prints what the daemon sent, pretty-printed, field for field.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from collections.abc import Callable
+from typing import Any
 
-from trainq import again
-from trainq.client import Client
+from trainq.client.api import new_token
+from trainq.context import Context
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
-from trainq.humanize import JsonText, health_line, pretty_json
-from trainq.inert import inert, inert_drawn
+from trainq.humanize import health_line, pretty_json
 from trainq.specfile import build_spec, load_spec_file, submit_flags
 from trainq.waiting import job_exit_status, report_end, wait_until_ended
 
-
-@dataclass(frozen=True)
-class Context:
-    """What a command may touch besides the daemon."""
-
-    socket_path: Path
-    environ: Mapping[str, str]
-    cwd: Path | None  # None: the current directory was deleted
-    stdout: TextIO = field(default_factory=lambda: sys.stdout)
-    stderr: TextIO = field(default_factory=lambda: sys.stderr)
-
-    def client(self) -> Client:
-        return Client(self.socket_path)
-
-    def stdout_bytes(self) -> BinaryIO:
-        """Where raw bytes go (`logs`): the text stream's buffer, after what it holds."""
-        self.stdout.flush()
-        return self.stdout.buffer
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    def say(self, line: str) -> None:
-        """One line for the person at the terminal, kept off stdout (which scripts read)."""
-        self.stderr.write(f"trainq: {inert(line)}\n")
-        self.stderr.flush()
-
-    def print(self, text: str) -> None:
-        """Text for stdout: JSON as it came, anything else inert (`trainq.inert`)."""
-        if not isinstance(text, JsonText):
-            text = inert_drawn(text)
-        self.stdout.write(text if text.endswith("\n") else f"{text}\n")
-        self.stdout.flush()
-
-
 Command = Callable[[Context, argparse.Namespace], int]
-
-
-def _job_path(job_id: int, suffix: str = "") -> str:
-    return f"/v1/jobs/{job_id}{suffix}"
 
 
 def submit(ctx: Context, args: argparse.Namespace) -> int:
@@ -80,12 +37,12 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     if getattr(args, "like", None) is not None:
         if args.file:
             raise InvalidRequest("give either --like JOB or -f SPEC, not both")
-        from trainq.again import spec_of  # noqa: PLC0415 (only --like needs it)
+        from trainq.client.specs import spec_of  # noqa: PLC0415 (only --like needs it)
 
         file_data = spec_of(ctx.client(), args.like)
     else:
         file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
-    flags = submit_flags(args, args.command_argv)
+    flags = submit_flags(vars(args), args.command_argv)
     spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
     if spec.get("command") is None and spec.get("image") is None:
         # The daemon would refuse it too, but only the CLI can say which flags to use.
@@ -97,7 +54,7 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
     if getattr(args, "sweep", None):
         from trainq import groups  # noqa: PLC0415 (only a sweep needs it)
 
-        return groups.submit_sweep(ctx, client, spec, args)
+        return groups.submit_sweep(ctx, client, spec, args, submit_token(args))
     job = client.post_jobs(spec, submit_token(args))
     # The id (or record) goes out before any waiting, so `id=$(trainq submit --wait ...)`
     # style scripts and a person watching both see it at once.
@@ -113,9 +70,9 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
 
 def submit_token(args: argparse.Namespace) -> str:
     """The submission's client token: --token, else a fresh one, so the CLI's own resend
-    after a lost answer never queues it twice (trainq.client.Client.post_jobs)."""
+    after a lost answer never queues it twice (trainq.client.api.Api.post_jobs)."""
     given: str | None = getattr(args, "token", None)
-    return given or os.urandom(16).hex()
+    return given or new_token()
 
 
 def wait(ctx: Context, args: argparse.Namespace) -> int:
@@ -125,7 +82,7 @@ def wait(ctx: Context, args: argparse.Namespace) -> int:
         from trainq import groups  # noqa: PLC0415
 
         return groups.wait_group(ctx, client, args.group)
-    _, job = client.request("GET", _job_path(args.job))
+    job = client.get_job(args.job)
     if job.get("state") in TERMINAL:
         report_end(ctx, job)
         return job_exit_status(job)
@@ -137,21 +94,20 @@ def stop(ctx: Context, args: argparse.Namespace) -> int:
     after its id when there are several."""
     from trainq.selection import Filters, each, filters_of, jobs_to_act_on  # noqa: PLC0415
 
-    body = {} if args.grace is None else {"grace_seconds": args.grace}
     jobs = list(getattr(args, "jobs", None) or [])
     filters = filters_of(args)
     if not jobs and filters.group is not None and filters == Filters(group=filters.group):
         from trainq import groups  # noqa: PLC0415
 
-        return groups.stop_group(ctx, filters.group, body)
+        return groups.stop_group(ctx, filters.group, args.grace)
     client = ctx.client()
     if len(jobs) == 1 and not filters.given():
-        _, job = client.request("POST", _job_path(jobs[0], "/stop"), json=body)
+        job = client.post_job_stop(jobs[0], grace_seconds=args.grace)
         ctx.print(str(job.get("state", "?")))
         return 0
 
     def act(job_id: int) -> str:
-        _, job = client.request("POST", _job_path(job_id, "/stop"), json=body)
+        job = client.post_job_stop(job_id, grace_seconds=args.grace)
         return f"{job_id} {job.get('state', '?')}"
 
     return each(ctx, jobs_to_act_on(ctx, args), act)
@@ -163,14 +119,14 @@ def ls(ctx: Context, args: argparse.Namespace) -> int:
     everything = (
         args.all or group is not None or (args.state is not None and args.state in TERMINAL)
     )
-    query = {"all": everything, "state": args.state, "user": args.user, "group": group}
+    query = {"include_ended": everything, "state": args.state, "user": args.user, "group": group}
     client = ctx.client()
     if args.all:
         # --all pages through every job; without it, one page and a hint when more match.
-        listed = client.all_jobs(query)
+        listed = client.all_jobs(**query)
         body: Any = {"jobs": listed, "total": len(listed), "next": None}
     else:
-        _, body = client.request("GET", "/v1/jobs", query=query)
+        body = client.get_jobs(**query)
     if args.json:
         ctx.print(pretty_json(body))
         return 0
@@ -192,7 +148,7 @@ def ls(ctx: Context, args: argparse.Namespace) -> int:
 
 def show(ctx: Context, args: argparse.Namespace) -> int:
     """GET /v1/jobs/{id}: every field of the job, its spec and its attempts."""
-    _, job = ctx.client().request("GET", _job_path(args.job))
+    job = ctx.client().get_job(args.job)
     if args.json:
         ctx.print(pretty_json(job))
         return 0
@@ -219,7 +175,7 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
 
 def gpus(ctx: Context, args: argparse.Namespace) -> int:
     """GET /v1/gpus: each GPU, the job holding it, and processes trainq did not start."""
-    _, body = ctx.client().request("GET", "/v1/gpus")
+    body = ctx.client().get_gpus()
     if args.json:
         ctx.print(pretty_json(body))
         return 0
@@ -231,7 +187,7 @@ def gpus(ctx: Context, args: argparse.Namespace) -> int:
 
 def health(ctx: Context, args: argparse.Namespace) -> int:
     """GET /v1/health: one line (or the record with --json)."""
-    _, body = ctx.client().request("GET", "/v1/health")
+    body = ctx.client().get_health()
     ctx.print(pretty_json(body) if args.json else health_line(body, ctx.now()))
     return 0
 
@@ -272,7 +228,7 @@ def metrics(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def tune(ctx: Context, args: argparse.Namespace) -> int:
-    """/v1/tunes: start, list, show, stop tuning experiments (trainq.tune_command)."""
+    """Start, list, show, stop tuning experiments (trainq.tune_command)."""
     from trainq import tune_command  # noqa: PLC0415
 
     return tune_command.run(ctx, args)
@@ -282,8 +238,15 @@ def ui(ctx: Context, args: argparse.Namespace) -> int:
     """The web pages through a local forwarder (trainq.ui_forward)."""
     from trainq import ui_forward  # noqa: PLC0415 (asyncio only where it serves)
 
-    ctx.client().request("GET", "/v1/health")  # no daemon: its one-line error, no URL
+    ctx.client().get_health()  # no daemon: its one-line error, no URL
     return ui_forward.run(ctx.socket_path, args.port, ctx.stdout)
+
+
+def requeue(ctx: Context, args: argparse.Namespace) -> int:
+    """POST /v1/jobs/{id}/requeue; prints the new job's id."""
+    job = ctx.client().post_job_requeue(args.job)
+    ctx.print(pretty_json(job) if args.json else str(job["id"]))
+    return 0
 
 
 def _sharing(name: str) -> Command:
@@ -311,7 +274,7 @@ COMMANDS: dict[str, Command] = {
     "users": users,
     "top": top,
     "export": export,
-    "requeue": again.requeue,
+    "requeue": requeue,
     "metrics": metrics,
     "tune": tune,
     "ui": ui,

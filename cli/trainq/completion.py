@@ -30,16 +30,16 @@ def _socket_of(ctx: Any) -> str | None:
 
 def matching_jobs(socket: str | None, typed: str, *, ended_too: bool) -> list[tuple[str, str]]:
     """(id, "name STATE") of the jobs whose id starts with `typed`; [] on any failure."""
-    from trainq.client import Client  # noqa: PLC0415 (only when completing)
+    from trainq.client.api import Api  # noqa: PLC0415 (only when completing)
 
-    client = Client(
+    client = Api(
         client_socket(socket),
         connect_timeout=CONNECT_TIMEOUT,
         response_timeout=RESPONSE_TIMEOUT,
         busy_retry_seconds=0,
     )
     try:
-        _, body = client.request("GET", "/v1/jobs", query={"all": ended_too, "limit": 1000})
+        body = client.get_jobs(include_ended=ended_too, limit=1000)
         jobs = body.get("jobs", []) if isinstance(body, dict) else []
         found = []
         for job in jobs:

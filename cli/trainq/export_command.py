@@ -5,9 +5,9 @@ builds it) or from an existing job (`trainq export JOB`, its spec as trainqd hol
 translation is `trainq.core.export`'s; this module gathers the inputs, prints the artifact
 or writes it (`-o FILE`), and turns a refusal into one line and exit status 2.
 
-`add_parser` registers the command on an argparse sub-parser set; `export` is the command
-itself (`Context`, parsed arguments) and `run_export` the same for callers that gather the
-options otherwise.
+Its flags are `trainq.cli`'s (the spec's are `trainq.specfile.SPEC_FLAGS`, as for submit);
+`export` is the command itself (`Context`, parsed arguments) and `run_export` the same for
+callers that gather the options otherwise.
 """
 
 from __future__ import annotations
@@ -15,36 +15,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from trainq.again import spec_of
+from trainq.client.specs import spec_of
 from trainq.core.errors import InvalidRequest, InvalidSpec
 from trainq.core.export.common import TARGETS
-from trainq.specfile import (
-    SubmitFlags,
-    build_spec,
-    load_spec_file,
-    parse_after,
-    parse_channel,
-    parse_env,
-    parse_integer,
-    parse_job_id,
-    parse_key_value,
-    parse_seconds,
-    parse_whole_number,
-    parse_whole_seconds,
-    submit_flags,
-)
+from trainq.specfile import SubmitFlags, build_spec, load_spec_file, parse_job_id, submit_flags
 
 if TYPE_CHECKING:  # pydantic is imported when the command runs, not when it is registered
-    from trainq.commands import Context
+    from trainq.context import Context
     from trainq.core.spec import JobSpec
 
 
-# A NamedTuple, not a dataclass: every `trainq` command imports this module (to register
-# `export`), and a dataclass costs start-up time (see trainq.specfile).
+# A NamedTuple, not a dataclass: a dataclass costs start-up time (see trainq.specfile).
 class ExportRequest(NamedTuple):
     """Everything `trainq export` is told."""
 
@@ -188,114 +173,6 @@ def run_export(ctx: Context, request: ExportRequest) -> int:
     return 0
 
 
-# --- argparse ---------------------------------------------------------------------------
-
-
-def _typed(parse: Callable[[str], Any], what: str) -> Callable[[str], Any]:
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = what
-    return convert
-
-
-def _mapping(text: str) -> tuple[str, str]:
-    key, value = parse_key_value(text)
-    if not value:
-        raise ValueError(f"nothing after '=' in {text!r}")
-    return key, value
-
-
-EXPORT_HELP = """\
-Print a job as another engine's artifact: a Slurm batch script (--to slurm), a Kubernetes
-List of a ConfigMap and a Job (--to kubernetes, container jobs), or a SageMaker
-CreateTrainingJob request and its `aws` command (--to sagemaker). The spec comes from JOB
-(an existing job) or from -f SPEC with submit's flags over it. What the target cannot
-express is refused with one line naming the field (exit 2)."""
-
-
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Register `export` on `sub` (argparse's sub-parsers); `common` holds --socket."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        "export", parents=[common], help="a job as a Slurm, Kubernetes or SageMaker artifact",
-        description=EXPORT_HELP,
-    )  # fmt: skip
-    p.add_argument("--to", required=True, choices=TARGETS, help="the target engine")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the artifact here")
-    p.add_argument("-f", "--file", metavar="SPEC", help="spec file (.toml or .json)")
-    p.add_argument("--name")
-    p.add_argument("--gpus", type=_typed(parse_whole_number, "count"), metavar="N")
-    p.add_argument("--nodes", type=_typed(parse_whole_number, "count"), metavar="N")
-    p.add_argument("--priority", type=_typed(parse_integer, "integer"), metavar="P")
-    kv = _typed(parse_key_value, "KEY=VALUE")
-    p.add_argument("--hp", type=kv, action="append", default=[], metavar="K=V")
-    p.add_argument(
-        "--channel", type=_typed(parse_channel, "channel"), action="append", default=[],
-        metavar="NAME=PATH[:MODE]",
-    )  # fmt: skip
-    p.add_argument(
-        "--env", type=_typed(parse_env, "NAME=VALUE"), action="append", default=[],
-        metavar="K=V",
-    )  # fmt: skip
-    p.add_argument("--max-runtime", type=_typed(parse_whole_seconds, "duration"), metavar="S")
-    p.add_argument(
-        "--after",
-        type=_typed(parse_after, "dependency"),
-        action="append",
-        default=[],
-        metavar="ID[:ok|:failed|:any]",
-        help="slurm: start after this Slurm job (--dependency; repeatable)",
-    )
-    p.add_argument("--stop-grace", type=_typed(parse_seconds, "duration"), metavar="S")
-    p.add_argument("--max-retries", type=_typed(parse_whole_number, "count"), metavar="N")
-    p.add_argument("--image")
-    p.add_argument("--engine", choices=("docker", "podman"))
-    p.add_argument("--workdir", metavar="DIR")
-    slurm = p.add_argument_group("slurm")
-    slurm.add_argument(
-        "--python", default=sys.executable, metavar="PATH",
-        help="the Python with trainq installed on the nodes (default: this one)",
-    )  # fmt: skip
-    slurm.add_argument(
-        "--job-dir", metavar="DIR",
-        help="where job directories go on the cluster (default: the submit directory)",
-    )  # fmt: skip
-    slurm.add_argument("--partition")
-    mapping = _typed(_mapping, "NAME=VALUE")
-    k8s = p.add_argument_group("kubernetes")
-    k8s.add_argument(
-        "--volume", type=mapping, action="append", default=[], metavar="CHANNEL=SOURCE",
-        help="the channel's data: a PersistentVolumeClaim name, or an absolute host path",
-    )  # fmt: skip
-    k8s.add_argument("--namespace")
-    k8s.add_argument(
-        "--checkpoints", metavar="SOURCE",
-        help="a claim or host path for /opt/ml/checkpoints, so that a retry resumes",
-    )  # fmt: skip
-    k8s.add_argument(
-        "--init-image", metavar="IMAGE", help="the image that lays out /opt/ml (a shell, cp)"
-    )
-    sm = p.add_argument_group("sagemaker")
-    sm.add_argument(
-        "--s3", type=mapping, action="append", default=[], metavar="CHANNEL=S3_URI",
-        help="where the channel's data is in S3",
-    )  # fmt: skip
-    sm.add_argument("--instance-type", metavar="TYPE", help="e.g. ml.g5.xlarge")
-    sm.add_argument("--role-arn", metavar="ARN", help="the IAM role SageMaker runs the job as")
-    sm.add_argument("--output-s3", metavar="S3_URI", help="where SageMaker puts model.tar.gz")
-    sm.add_argument("--checkpoint-s3", metavar="S3_URI", help="synced with /opt/ml/checkpoints")
-    count = _typed(parse_whole_number, "count")
-    sm.add_argument("--volume-size", type=count, default=50, metavar="GB")
-    p.add_argument(
-        "job_or_command", nargs="*", metavar="JOB | -- COMMAND",
-        help="an existing job's id, or the trainer's command line (subprocess jobs)",
-    )  # fmt: skip
-    return p
-
-
 def _job_or_command(words: Sequence[str]) -> tuple[int | None, Sequence[str]]:
     """A lone number is a job id (no trainer's command line is a bare number)."""
     if len(words) == 1 and words[0].isdigit():
@@ -308,7 +185,7 @@ def _job_or_command(words: Sequence[str]) -> tuple[int | None, Sequence[str]]:
 
 def request_from_args(args: argparse.Namespace) -> ExportRequest:
     job, command = _job_or_command(args.job_or_command)
-    flags = submit_flags(args, command)
+    flags = submit_flags(vars(args), command)
     return ExportRequest(
         target=args.to,
         job=job,

@@ -17,8 +17,8 @@ from trainq.specfile import parse_seconds
 if TYPE_CHECKING:
     import argparse
 
-    from trainq.client import Client
-    from trainq.commands import Context
+    from trainq.client.api import Api
+    from trainq.context import Context
 
 FOLLOW_TAIL = 10  # `logs -f` starts from the last lines, as `tail -f` does
 
@@ -47,27 +47,25 @@ def since_unix(text: str, now: datetime) -> float:
 
 
 def query_for(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
-    query: dict[str, Any] = {"follow": args.follow, "stream": args.stream}
-    if args.attempt is not None:
-        query["attempt"] = args.attempt
-    if getattr(args, "node", None) is not None:
-        query["node"] = args.node
+    """What `trainq logs` asks for, as `Api.get_job_logs` takes it."""
     tail = args.tail if args.tail is not None or not args.follow else FOLLOW_TAIL
-    if tail is not None:
-        query["tail"] = tail
-    if args.since is not None:
-        query["since"] = f"{since_unix(args.since, now):.6f}"
-    if args.timestamps:
-        query["stamps"] = True
-    return query
+    return {
+        "follow": args.follow,
+        "stream": args.stream,
+        "attempt": args.attempt,
+        "tail": tail,
+        "since": None if args.since is None else since_unix(args.since, now),
+        "stamps": True if args.timestamps else None,
+        "node": getattr(args, "node", None),
+    }
 
 
-def print_logs(ctx: Context, client: Client, job_id: int, query: dict[str, Any]) -> None:
+def print_logs(ctx: Context, client: Api, job_id: int, query: dict[str, Any]) -> None:
     """Stream the job's output to stdout as it arrives."""
-    from trainq.client import iter_lines  # noqa: PLC0415
+    from trainq.client.transport import iter_lines  # noqa: PLC0415
 
     out = ctx.stdout_bytes()
-    with client.stream("GET", f"/v1/jobs/{job_id}/logs", query) as chunks:
+    with client.get_job_logs(job_id, **query) as chunks:
         if not query.get("stamps"):
             for chunk in chunks:
                 out.write(chunk)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from trainq.commands import Context
+from trainq.context import Context
 from trainq.core.errors import Forbidden
 from trainq.humanize import pretty_json
 
@@ -66,7 +66,7 @@ def series_lines(attempt: dict[str, Any], *, plot: bool) -> list[str]:
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     """GET /v1/jobs/{id}/metrics: the latest attempt's metrics (or --attempt N's)."""
-    _, body = ctx.client().request("GET", f"/v1/jobs/{args.job}/metrics")
+    body = ctx.client().get_job_metrics(args.job)
     if args.json:
         ctx.print(pretty_json(body))
         return 0
@@ -89,7 +89,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 def for_show(ctx: Context, job_id: int) -> str | None:
     """The metric lines `trainq show` adds, or None (no reports, or not yours to read)."""
     try:
-        _, body = ctx.client().request("GET", f"/v1/jobs/{job_id}/metrics")
+        body = ctx.client().get_job_metrics(job_id)
     except Forbidden:
         return None
     attempts = [a for a in body.get("attempts") or [] if a.get("series")]

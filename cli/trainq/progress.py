@@ -19,8 +19,8 @@ from trainq.humanize import job_runtime
 from trainq.inert import inert
 
 if TYPE_CHECKING:
-    from trainq.client import Client
-    from trainq.commands import Context
+    from trainq.client.api import Api
+    from trainq.context import Context
 
 REFRESH_SECONDS = 2.0
 _CLEAR_LINE = "\r\x1b[K"
@@ -48,7 +48,7 @@ def live_line(job: Mapping[str, Any], queue: list[Mapping[str, Any]], now: datet
 class Progress:
     """The lines on a terminal; every method is a no-op when stderr is not one."""
 
-    def __init__(self, ctx: Context, client: Client, job_id: int) -> None:
+    def __init__(self, ctx: Context, client: Api, job_id: int) -> None:
         self.ctx, self.client, self.job_id = ctx, client, job_id
         self.enabled = _is_tty(ctx.stderr)
         self._lock = threading.Lock()
@@ -92,10 +92,10 @@ class Progress:
         while not self._done.wait(delay):
             delay = REFRESH_SECONDS
             try:
-                _, job = self.client.request("GET", f"/v1/jobs/{self.job_id}")
+                job = self.client.get_job(self.job_id)
                 queue: list[Mapping[str, Any]] = []
                 if job.get("state") == "PENDING":
-                    listed = self.client.all_jobs({"state": "PENDING"})
+                    listed = self.client.all_jobs(state="PENDING")
                     queue = sorted(listed, key=lambda j: (-j["priority"], j["id"]))
             except TrainqError:
                 continue  # the wait itself reports a lost daemon

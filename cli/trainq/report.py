@@ -10,6 +10,8 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from trainq.client.api import Api
+from trainq.context import Context
 from trainq.humanize import format_stamp, pretty_json
 
 # The first column is the grouping: "user" or "class", as the report says.
@@ -17,9 +19,8 @@ COLUMNS = ("jobs", "completed", "failed", "stopped", "gpu_hours", "idle_gpu_hour
 HEADERS = ("JOBS", "DONE", "FAILED", "STOPPED", "GPU-H", "IDLE GPU-H")
 
 
-def fetch(client: Any, since: str, by: str) -> Mapping[str, Any]:
-    _, body = client.request("GET", "/v1/report", query={"since": since, "by": by})
-    result: Mapping[str, Any] = body
+def fetch(client: Api, since: str, by: str) -> Mapping[str, Any]:
+    result: Mapping[str, Any] = client.get_report(since=since, by=by)
     return result
 
 
@@ -63,7 +64,7 @@ def _cell(value: float) -> str:
     return f"{value:.2f}" if isinstance(value, float) and not value.is_integer() else f"{value:g}"
 
 
-def run(ctx: Any, args: argparse.Namespace) -> int:
+def run(ctx: Context, args: argparse.Namespace) -> int:
     report = fetch(ctx.client(), args.since, args.by)
     if args.json:
         ctx.print(pretty_json(report))

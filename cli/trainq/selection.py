@@ -20,8 +20,8 @@ from trainq.core.states import TERMINAL
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from trainq.client import Client
-    from trainq.commands import Context
+    from trainq.client.api import Api
+    from trainq.context import Context
 
 
 class Filters(NamedTuple):
@@ -60,17 +60,14 @@ def check(jobs: list[int], filters: Filters) -> None:
         raise InvalidRequest("argument --older-than: goes with --ended")
 
 
-def select(
-    client: Client, filters: Filters, *, default_state: str | None, now: datetime
-) -> list[int]:
+def select(client: Api, filters: Filters, *, default_state: str | None, now: datetime) -> list[int]:
     """The ids of the jobs the filters pick, oldest first. `default_state` narrows them when
     no --state is given (hold picks pending jobs, say)."""
     state = filters.state or default_state
     ended = filters.ended or (state is not None and state in TERMINAL)
     user = filters.user or pwd.getpwuid(os.getuid()).pw_name
-    query = {"all": ended, "state": state, "user": user, "group": filters.group}
     picked = []
-    for job in client.all_jobs(query):
+    for job in client.all_jobs(include_ended=ended, state=state, user=user, group=filters.group):
         if filters.ended and job.get("state") not in TERMINAL:
             continue
         if filters.name is not None and not fnmatch.fnmatchcase(

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainq.commands import Context
+from trainq.context import Context
 from trainq.core.errors import InvalidRequest
 from trainq.selection import each, jobs_to_act_on
 
@@ -23,7 +23,7 @@ def hold(ctx: Context, args: argparse.Namespace) -> int:
     jobs = jobs_to_act_on(ctx, args, default_state="PENDING")
 
     def act(job_id: int) -> str:
-        _, job = client.request("POST", f"/v1/jobs/{job_id}/hold")
+        job = client.post_job_hold(job_id)
         if job.get("state") != "PENDING":
             return f"{job_id} pausing: {job.get('stop_reason')}; `trainq release` resumes it"
         return f"{job_id} held by {job.get('held_by')}"
@@ -37,7 +37,7 @@ def release(ctx: Context, args: argparse.Namespace) -> int:
     jobs = jobs_to_act_on(ctx, args, default_state="PENDING")
 
     def act(job_id: int) -> str:
-        client.request("POST", f"/v1/jobs/{job_id}/release")
+        client.post_job_release(job_id)
         return f"{job_id} released"
 
     return each(ctx, jobs, act)
@@ -49,7 +49,7 @@ def rm(ctx: Context, args: argparse.Namespace) -> int:
     jobs = jobs_to_act_on(ctx, args)
 
     def act(job_id: int) -> str:
-        client.request("DELETE", f"/v1/jobs/{job_id}")
+        client.delete_job(job_id)
         return f"{job_id} removed"
 
     return each(ctx, jobs, act)
@@ -72,7 +72,7 @@ def update(ctx: Context, args: argparse.Namespace) -> int:
         raise InvalidRequest(
             "nothing to change: give --priority, --gpus, --max-runtime, --class or --boost"
         )
-    _, job = ctx.client().request("PATCH", f"/v1/jobs/{args.job}", json=body)
+    job = ctx.client().patch_job(args.job, body)
     spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
     now = [f"{key}={spec.get(key)}" for _, key in UPDATE_KEYS[:4] if key in body]
     if "boost" in body:
@@ -99,15 +99,9 @@ def _drains_now(ctx: Context, body: Any) -> int:
 
 def drain(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/drain: nothing new starts on those GPUs (or the host); prints every drain."""
-    body: dict[str, Any] = {"reason": args.reason}
-    if args.gpus is not None:
-        body["gpus"] = args.gpus
-    _, answer = ctx.client().request("POST", "/v1/drain", json=body)
-    return _drains_now(ctx, answer)
+    return _drains_now(ctx, ctx.client().post_drain(args.reason, args.gpus))
 
 
 def resume(ctx: Context, args: argparse.Namespace) -> int:
     """POST /v1/resume: lift the drains of those GPUs (or all); prints what stays drained."""
-    body = {} if args.gpus is None else {"gpus": args.gpus}
-    _, answer = ctx.client().request("POST", "/v1/resume", json=body)
-    return _drains_now(ctx, answer)
+    return _drains_now(ctx, ctx.client().post_resume(args.gpus))

@@ -2,11 +2,13 @@
 
 This module only reads and merges; it never validates a spec's meaning. The daemon does that
 with the pydantic models in `trainq.core.spec` (one source of truth, and pydantic's import cost
-stays off `submit`'s path) and answers one clear line for anything wrong. What is decided
-here is what only the client can know: its current directory (relative host paths become
-absolute, `~` is expanded, a subprocess job runs where it was submitted, like sbatch) and its
-PATH (so `python3` in a job means the program it means to the person submitting). A
-container job's working_dir is a path inside the image, so it is sent as given.
+stays off `submit`'s path) and answers one clear line for anything wrong. What only the
+client can know (its current directory, its PATH) is added by `trainq.client.specs.localized`,
+as the Python library adds it.
+
+The flags that set the spec's fields are declared once, in `SPEC_FLAGS`: `trainq submit` and
+`trainq export` take the same ones (`trainq.cli` makes them typer options), and
+`submit_flags` reads them back from the parsed line.
 
 Merging: a flag replaces the file's key of the same name; `--hp`, `--env` and `--channel`
 add entries or replace them by key. A `--channel` for a channel the file already describes
@@ -17,12 +19,12 @@ sets its source (and mode, when given) and keeps the file's other options for it
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from trainq.client.specs import localized, resolve_path
 from trainq.core.errors import InvalidSpec
 
 CHANNEL_MODES = ("File", "Pipe", "FastFile")
@@ -32,7 +34,7 @@ _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 # NamedTuples rather than dataclasses: `trainq --version` and `--help` import this module
-# (argparse's types), and dataclasses would cost them ~10 ms.
+# (the flags' parsers), and dataclasses would cost them ~10 ms.
 class ChannelFlag(NamedTuple):
     """One `--channel NAME=PATH[:MODE]`, its path as typed (resolved later)."""
 
@@ -67,35 +69,34 @@ class SubmitFlags(NamedTuple):
     instance_count: int | None = None  # --nodes
 
 
-def submit_flags(args: Any, command: Sequence[str]) -> SubmitFlags:
-    """The submit flags of a parsed command line (`trainq submit` and `trainq export` share
-    them)."""
-    return SubmitFlags(
-        name=args.name,
-        gpus=args.gpus,
-        priority=args.priority,
-        job_class=getattr(args, "job_class", None),
-        hyperparameters=args.hp,
-        environment=args.env,
-        channels=args.channel,
-        max_runtime_seconds=args.max_runtime,
-        stop_grace_seconds=args.stop_grace,
-        max_retries=args.max_retries,
-        image=args.image,
-        engine=args.engine,
-        working_dir=args.workdir,
-        command=command,
-        after=getattr(args, "after", None) or (),
-        notify=parse_command(args.notify) if getattr(args, "notify", None) else (),
-        mail=parse_mail_types(args.mail) if getattr(args, "mail", None) else (),
-        source_dir=getattr(args, "source_dir", None),
-        snapshot=getattr(args, "snapshot", None),
-        metrics=getattr(args, "metric", None) or (),
-        instance_count=getattr(args, "nodes", None),
-    )
+class SpecFlag(NamedTuple):
+    """A flag that sets a field of the spec, declared once for every command that builds a
+    spec from a file and flags (`trainq submit`, `trainq export`; `trainq.cli` turns each
+    into a typer option)."""
+
+    param: str  # its name in the parsed command line
+    field: str  # the SubmitFlags field it fills
+    flag: str  # as typed (`--a/--no-a` for a switch)
+    kind: Any  # its value's type, as typer reads it (a list: repeatable)
+    help: str
+    metavar: str | None = None
+    parse: Callable[[str], Any] | None = None  # checks a value; its ValueError is the message
+    convert: Callable[[Any], Any] | None = None  # the checked value as SubmitFlags holds it
 
 
-# --- parsing single flags (argparse types call these; ValueError carries the message) ---
+def submit_flags(values: Mapping[str, Any], command: Sequence[str]) -> SubmitFlags:
+    """The spec flags of a parsed command line (`vars(args)`), as build_spec takes them; a
+    flag not given keeps SubmitFlags' default."""
+    given: dict[str, Any] = {}
+    for flag in SPEC_FLAGS:
+        value = values.get(flag.param)
+        if value is None or (isinstance(value, list) and not value):
+            continue
+        given[flag.field] = flag.convert(value) if flag.convert else value
+    return SubmitFlags(command=command, **given)
+
+
+# --- parsing single flags (the CLI's parsers call these; ValueError carries the message) ---
 
 
 def check_command(text: str) -> str:
@@ -221,6 +222,99 @@ def parse_whole_seconds(text: str) -> int:
     return whole if whole == seconds else whole + 1
 
 
+def parse_engine(text: str) -> str:
+    if text not in ("docker", "podman"):
+        raise ValueError(f"invalid choice: {text!r} (choose from 'docker', 'podman')")
+    return text
+
+
+# --- the spec flags, in the order `--help` lists them ---
+
+SPEC_FLAGS = (
+    SpecFlag("name", "name", "--name", str | None, "job name (letters, digits, '.', '_', '-')"),
+    SpecFlag(
+        "gpus", "gpus", "--gpus", int | None, "whole GPUs the job needs", "N", parse_whole_number
+    ),
+    SpecFlag(
+        "nodes", "instance_count", "--nodes", int | None,
+        "nodes started together (each with --gpus GPUs)", "N", parse_whole_number,
+    ),
+    SpecFlag(
+        "priority", "priority", "--priority", int | None,
+        "higher runs first, among your own jobs", "P", parse_integer,
+    ),
+    SpecFlag(
+        "job_class", "job_class", "--class", str | None,
+        "the class (QoS) it runs in (`trainq users`)", "C",
+    ),
+    SpecFlag(
+        "hp", "hyperparameters", "--hp", list[str] | None,
+        "hyperparameter (repeatable; replaces the file's entry of that name)", "K=V",
+        parse_key_value,
+    ),
+    SpecFlag(
+        "metric", "metrics", "--metric", list[str] | None,
+        "a metric read from the job's output: each match of REGEX, its first group the value "
+        "(repeatable)", "NAME=REGEX", parse_key_value,
+    ),
+    SpecFlag(
+        "channel", "channels", "--channel", list[str] | None,
+        "input channel; MODE is File (default), Pipe or FastFile (repeatable)",
+        "NAME=PATH[:MODE]", parse_channel,
+    ),
+    SpecFlag(
+        "env", "environment", "--env", list[str] | None,
+        "environment variable; K alone passes on your value (repeatable)", "K=V", parse_env,
+    ),
+    SpecFlag(
+        "max_runtime", "max_runtime_seconds", "--max-runtime", int | None,
+        "stop the job after this long: seconds, or 30m, 12h, 2d", "S", parse_whole_seconds,
+    ),
+    SpecFlag(
+        "source_dir", "source_dir", "--source-dir", str | None,
+        "the trainer's code, copied into the job at submit", "DIR",
+    ),
+    SpecFlag(
+        "snapshot", "snapshot", "--snapshot/--no-snapshot", bool | None,
+        "copy the source (--source-dir, sagemaker_submit_directory) at submit "
+        "[default: on when there is one]",
+    ),
+    SpecFlag(
+        "notify", "notify", "--notify", str | None,
+        "run this command of yours when the job ends (TRAINQ_JOB_* say how)", "CMD",
+        check_command, parse_command,
+    ),
+    SpecFlag(
+        "mail", "mail", "--mail", str | None, "mail you when the job ends, or fails",
+        "END,FAIL", check_mail_types, parse_mail_types,
+    ),
+    SpecFlag(
+        "after", "after", "--after", list[str] | None,
+        "start only once job JOB (or group:G) has succeeded, failed or ended (repeatable; "
+        "export --to slurm: a Slurm job's id)", "JOB[:ok|:failed|:any]", parse_after,
+    ),
+    SpecFlag(
+        "stop_grace", "stop_grace_seconds", "--stop-grace", float | None,
+        "time between SIGTERM and SIGKILL when the job is stopped", "S", parse_seconds,
+    ),
+    SpecFlag(
+        "max_retries", "max_retries", "--max-retries", int | None,
+        "retries of transient crashes (default 3)", "N", parse_whole_number,
+    ),
+    SpecFlag(
+        "image", "image", "--image", str | None, "run this container image (as `IMAGE train`)"
+    ),
+    SpecFlag(
+        "engine", "engine", "--engine", str | None, "container engine", "docker|podman",
+        parse_engine,
+    ),
+    SpecFlag(
+        "workdir", "working_dir", "--workdir", str | None,
+        "working directory of a subprocess job", "DIR",
+    ),
+)  # fmt: skip
+
+
 # --- the spec file ---
 
 
@@ -298,16 +392,6 @@ def load_spec_file(path: str, cwd: Path, environ: Mapping[str, str]) -> dict[str
 # --- merging ---
 
 
-def resolve_path(path: str, cwd: Path, environ: Mapping[str, str]) -> str:
-    """`~` expanded (from $HOME when set), then made absolute against `cwd`; symlinks kept."""
-    if path == "~" or path.startswith("~/"):
-        home = environ.get("HOME") or os.path.expanduser("~")
-        path = home + path[1:]
-    elif path.startswith("~"):
-        path = os.path.expanduser(path)
-    return os.path.normpath(os.path.join(cwd, path))
-
-
 def _table(spec: dict[str, Any], key: str, flag: str) -> dict[str, Any]:
     """The spec's sub-table `key`, copied, ready for the flag's entries."""
     current = spec.get(key)
@@ -319,12 +403,6 @@ def _table(spec: dict[str, Any], key: str, flag: str) -> dict[str, Any]:
             f"not {type(current).__name__}"
         )
     return dict(current)
-
-
-def _resolve_channels(channels: dict[str, Any], cwd: Path, environ: Mapping[str, str]) -> None:
-    for name, channel in channels.items():
-        if isinstance(channel, dict) and isinstance(channel.get("source"), str):
-            channels[name] = {**channel, "source": resolve_path(channel["source"], cwd, environ)}
 
 
 # A spec's keys that only a container job may have.
@@ -403,7 +481,7 @@ def build_spec(
                 raise InvalidSpec(f"--env {key}: {key} is not set in your environment")
         spec["environment"] = env
 
-    if isinstance(spec.get("channels"), dict) or flags.channels:
+    if flags.channels:
         channels = _table(spec, "channels", "--channel")
         for flag in flags.channels:
             previous = channels.get(flag.name)
@@ -412,20 +490,5 @@ def build_spec(
             if flag.mode is not None:
                 channel["mode"] = flag.mode
             channels[flag.name] = channel
-        _resolve_channels(channels, cwd, environ)
         spec["channels"] = channels
-
-    if isinstance(spec.get("source_dir"), str):
-        spec["source_dir"] = resolve_path(spec["source_dir"], cwd, environ)
-    if spec.get("image") is None:
-        if isinstance(spec.get("working_dir"), str):
-            spec["working_dir"] = resolve_path(spec["working_dir"], cwd, environ)
-        # A subprocess job runs where it was submitted and finds programs as we do.
-        spec.setdefault("working_dir", os.path.normpath(cwd))
-        if "PATH" in environ:
-            job_env = spec.get("environment")
-            if job_env is None:
-                spec["environment"] = {"PATH": environ["PATH"]}
-            elif isinstance(job_env, dict) and "PATH" not in job_env:
-                spec["environment"] = {**job_env, "PATH": environ["PATH"]}
-    return spec
+    return localized(spec, cwd, environ)

@@ -28,7 +28,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from trainq.client import Client, iter_lines
+from trainq.client.api import Api
+from trainq.client.transport import iter_lines
+from trainq.context import Context
 from trainq.core.errors import TrainqError
 from trainq.humanize import job_runtime, shorten
 from trainq.inert import inert_data
@@ -165,11 +167,11 @@ class _Changes:
         self.flag = threading.Event()
         self.problem: str | None = None
 
-    def follow(self, client: Client) -> None:
+    def follow(self, client: Api) -> None:
         """Read the event stream until the process ends; a lost stream is retried."""
         while True:
             try:
-                with client.stream("GET", "/v1/events") as chunks:
+                with client.get_events() as chunks:
                     for _ in iter_lines(chunks):
                         self.flag.set()
                 self.problem = "trainqd closed the event stream"
@@ -179,8 +181,8 @@ class _Changes:
             time.sleep(1.0)
 
 
-def _fetch(client: Client) -> tuple[list[Any], list[Any]]:
-    _, gpus = client.request("GET", "/v1/gpus")
+def _fetch(client: Api) -> tuple[list[Any], list[Any]]:
+    gpus = client.get_gpus()
     # The user's text drawn inert and never read as markup (`trainq.inert`).
     return inert_data(gpus["gpus"]), inert_data(client.all_jobs())
 
@@ -192,8 +194,8 @@ def _key_pressed(fd: int, timeout: float) -> bytes:
     return os.read(fd, 32) or b"q"  # end of input: nobody is left to press q
 
 
-def run(ctx: Any, args: argparse.Namespace) -> int:
-    client: Client = ctx.client()
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    client = ctx.client()
     gpus, jobs = _fetch(client)  # an unreachable daemon is one line and exit 7, before drawing
     changes = _Changes()
     threading.Thread(target=changes.follow, args=(ctx.client(),), daemon=True).start()

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from trainq.commands import Context
+from trainq.context import Context
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.humanize import pretty_json
 from trainq.metric_lines import number, sparkline, step_text
@@ -29,7 +29,7 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
         raise InvalidSpec(
             f"{args.file} has no [tune] table: what to search and for which objective"
         )
-    _, record = ctx.client().request("POST", "/v1/tunes", json={"spec": spec, "tune": table})
+    record = ctx.client().post_tunes(spec, table)
     ctx.print(pretty_json(record) if args.json else str(record["id"]))
     return 0
 
@@ -44,7 +44,7 @@ def _summary(tune: dict[str, Any]) -> str:
 
 
 def listing(ctx: Context, args: argparse.Namespace) -> int:
-    _, body = ctx.client().request("GET", "/v1/tunes")
+    body = ctx.client().get_tunes()
     if args.json:
         ctx.print(pretty_json(body))
         return 0
@@ -76,7 +76,7 @@ def _params(trial: dict[str, Any]) -> str:
 def _curve(ctx: Context, tune: dict[str, Any], trial: dict[str, Any]) -> list[tuple[float, float]]:
     """The trial's objective, (step, value) over its attempts; empty if not yours to read."""
     try:
-        _, body = ctx.client().request("GET", f"/v1/jobs/{trial['job_id']}/metrics")
+        body = ctx.client().get_job_metrics(trial["job_id"])
     except TrainqError:
         return []
     return [
@@ -98,7 +98,7 @@ def _plot(ctx: Context, tune: dict[str, Any], trials: list[dict[str, Any]], path
 
 
 def show(ctx: Context, args: argparse.Namespace) -> int:
-    _, tune = ctx.client().request("GET", f"/v1/tunes/{args.tune}")
+    tune = ctx.client().get_tune(args.tune)
     if args.json:
         ctx.print(pretty_json(tune))
         return 0
@@ -135,7 +135,7 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def stop(ctx: Context, args: argparse.Namespace) -> int:
-    _, tune = ctx.client().request("POST", f"/v1/tunes/{args.tune}/stop")
+    tune = ctx.client().post_tune_stop(args.tune)
     ctx.print(str(tune["state"]))
     return 0
 

@@ -8,15 +8,26 @@ would send one to every port of 127.0.0.1, another user's listener included. The
 own files, public anyway, load without it.
 Accepted connections are relayed byte for byte to trainqd's unix socket, which this
 process connects to: trainqd learns the caller from SO_PEERCRED, so the pages see what this
-user may see, never more. Other users of the box may reach the port, not the token.
+user may see, never more.
+
+Other users of the box can reach the port, but it does not answer them: a connection whose
+other end is not a socket of this user's or root's (the kernel's own table, /proc/net/tcp,
+says whose each loopback socket is) is closed as accepted, so strangers can neither use the
+token-free files nor wear the forwarder out (descriptors here, this user's connections at
+trainqd).
+The token keeps this user's other programs, and pages of other sites in this user's browser,
+from the API; a request whose `Host` is not this forwarder's own address is refused, so a
+site that rebinds its name to 127.0.0.1 reaches nothing, the public files included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import os
 import re
 import secrets
+import socket
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -25,7 +36,9 @@ TOKEN_HEADER = "x-trainq-token"  # noqa: S105 (a header name, not a secret)
 # /ui/ and its files, plain names only (no query, no escapes, no dots up).
 _PAGE_FILE = re.compile(r"/ui/?|/ui/[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 MAX_HEAD = 64 * 1024  # bytes; a larger request head is refused
-HEAD_TIMEOUT = 30.0  # seconds a client may take to send its request head
+HEAD_TIMEOUT = 10.0  # seconds a client may take to send its request head
+PUBLIC_DEADLINE = 60.0  # seconds a public file's whole relay may take
+_PROC_NET_TCP = Path("/proc/net/tcp")
 _CHUNK = 64 * 1024
 
 
@@ -36,14 +49,24 @@ class Forwarder:
         self.socket_path = socket_path
         self.token = token or secrets.token_urlsafe(32)
         self._token_bytes = self.token.encode()
+        self._hosts: set[str] = set()
 
     async def serve(self, port: int, out: TextIO) -> None:
-        server = await asyncio.start_server(self._handle, "127.0.0.1", port, limit=MAX_HEAD)
+        server = await asyncio.start_server(self._accept, "127.0.0.1", port, limit=MAX_HEAD)
         bound = server.sockets[0].getsockname()[1]
+        self._hosts = {f"127.0.0.1:{bound}", f"localhost:{bound}"}
         print(f"trainq pages: http://127.0.0.1:{bound}/ui/#token={self.token}", file=out)
         print("(only this URL opens them; Ctrl-C stops the forwarder)", file=out, flush=True)
         async with server:
             await server.serve_forever()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Root may anyway read the token from this process; nobody else gets a byte.
+        uid = peer_uid(writer.get_extra_info("peername"), writer.get_extra_info("sockname"))
+        if uid not in {os.getuid(), 0}:
+            writer.close()
+            return
+        await self._handle(reader, writer)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -66,13 +89,21 @@ class Forwarder:
                 writer, 405, "the forwarder relays GET and HEAD only", [("Allow", "GET, HEAD")]
             )
             return
+        if headers.get("host", "").lower() not in self._hosts:
+            await _answer(writer, 403, "not this forwarder's address")
+            return
         # The pages' own files are the package's, public to every user of the box: they load
         # without the token, so the page can read it from the address. Everything else (the
         # API) needs it in the header the page sends.
-        if not _PAGE_FILE.fullmatch(target) and not self._is_token(headers.get(TOKEN_HEADER, "")):
+        if self._is_token(headers.get(TOKEN_HEADER, "")):
+            await self._relay(head, reader, writer)
+        elif _PAGE_FILE.fullmatch(target):
+            try:
+                await asyncio.wait_for(self._relay(head, reader, writer), PUBLIC_DEADLINE)
+            except TimeoutError:
+                writer.close()
+        else:
             await _answer(writer, 403, "no token: open the URL `trainq ui` printed")
-            return
-        await self._relay(head, reader, writer)
 
     def _is_token(self, given: str) -> bool:
         return hmac.compare_digest(given.encode(), self._token_bytes)
@@ -100,6 +131,28 @@ class Forwarder:
                 pipe.cancel()
             writer.close()
             up_writer.close()
+
+
+def peer_uid(peer: tuple[str, int] | None, local: tuple[str, int] | None) -> int | None:
+    """The uid owning the other end of a loopback TCP connection from `peer` to `local`
+    (None if the kernel's table has no such socket: it closed already)."""
+    if not peer or not local:
+        return None
+
+    def entry(address: tuple[str, int]) -> str:
+        # /proc/net/tcp writes an IPv4 address as the hex of its 32 bits in host order.
+        return f"{socket.inet_aton(address[0])[::-1].hex().upper()}:{address[1]:04X}"
+
+    wanted = (entry(peer), entry(local))
+    try:
+        with _PROC_NET_TCP.open() as table:
+            for line in table:
+                fields = line.split()
+                if len(fields) > 7 and (fields[1], fields[2]) == wanted:
+                    return int(fields[7])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _closing(head: bytes) -> bytes:

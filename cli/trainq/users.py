@@ -10,6 +10,7 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from trainq.context import Context
 from trainq.humanize import pretty_json
 
 HEADERS = ("USER", "GPU-H", "SHARE", "CPU-H", "RUNNING", "GPUS", "WAITING", "GPUS")
@@ -47,8 +48,8 @@ def as_table(listing: Mapping[str, Any]) -> str:
     return out.getvalue()
 
 
-def run(ctx: Any, args: argparse.Namespace) -> int:
-    _, listing = ctx.client().request("GET", "/v1/users")
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    listing = ctx.client().get_users()
     if args.json:
         ctx.print(pretty_json(listing))
     elif not listing["users"]:

@@ -3,7 +3,7 @@
 A child trainqd waits on (the submit-time path check, which runs as the submitter; Slurm's
 commands, run as a job's owner) may be stopped or blocked by that user for as long as they
 like. Each runs in a session of its own; past its deadline, or when the wait is cancelled
-(a request whose client left, api/departure.py), its whole process group is killed and the
+(a request whose client left, departure.py), its whole process group is killed and the
 wait ends: with `ChildTimedOut`, one line, at the deadline.
 """
 

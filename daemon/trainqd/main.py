@@ -3,9 +3,9 @@
 Everything that can refuse to start is done before the event loop runs, each refusal one
 line on stderr: the configuration, the state directory's lock (one daemon per state dir),
 the database, the GPU backend, the socket. Then one root task group runs the scheduler (which
-reconciles with jobs that ran on while no daemon did) and the API server; SIGTERM and SIGINT
-cancel it. Stopping trainqd never stops a job: each runs under its own monitor, and the next
-trainqd takes them over.
+reconciles with jobs that ran on while no daemon did), the other parts (all built by app.py)
+and the API server; SIGTERM and SIGINT cancel it. Stopping trainqd never stops a job: each
+runs under its own monitor, and the next trainqd takes them over.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import anyio
 import structlog
 
 from trainq.core import __version__
-from trainqd import gc_tuning, sdnotify
+from trainqd import app, gc_tuning, sdnotify
 from trainqd.access.authorization import Authorizer
-from trainqd.api.handlers.jobs import Api
 from trainqd.api.listener import SocketSetupError, bind_unix_socket, remove_unix_socket
 from trainqd.api.quotas import (
     descriptors_needed,
@@ -36,6 +35,7 @@ from trainqd.api.quotas import (
     raise_open_files_limit,
 )
 from trainqd.api.routing import Router
+from trainqd.api.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
 from trainqd.api.server import ServerLimits, serve
 from trainqd.attempts import cgroups
 from trainqd.attempts.jobdir import JobDirs
@@ -46,13 +46,6 @@ from trainqd.gpus.fake import FakeGpuBackend
 from trainqd.gpus.fake_nodes import RECORD_NAME as NODES_RECORD
 from trainqd.gpus.fake_nodes import NodeError
 from trainqd.observe import daemon_log, loop_lag
-from trainqd.observe.metrics import Metrics
-from trainqd.observe.scrape_listener import ScrapeAddressError, bind_scrape_socket, serve_scrapes
-from trainqd.scheduling import retention
-from trainqd.scheduling.event_pruning import prune as prune_events
-from trainqd.scheduling.events import ChangeNotifier
-from trainqd.scheduling.notifications import Notifications
-from trainqd.scheduling.scheduler import Scheduler
 from trainqd.store.store import Store, StoreError
 
 EX_CONFIG = 78  # sysexits.h: systemd shows it as "configuration error"
@@ -186,58 +179,46 @@ def main(argv: list[str] | None = None) -> int:
             return EX_CONFIG
         if cgroups.announce(str(config.jobs_dir)):
             cleanup.callback(cgroups.release, str(config.jobs_dir))
-        scheduler = Scheduler(
-            config=config,
+        serving = functools.partial(
+            _serve,
+            config,
             store=store,
             gpus=gpus,
             dirs=dirs,
-            notifier=ChangeNotifier(),
             authorizer=authorizer,
+            sock=sock,
+            scrapes=scrapes,
         )
-        anyio.run(_serve, config, scheduler, sock, scrapes)
+        anyio.run(serving)
     return 0
 
 
-def api_for(scheduler: Scheduler, started_at: float) -> Api:
-    """The API's handlers, each given what it needs; of the scheduler, only its `JobControl`."""
-    return Api(
-        store=scheduler.store,
-        control=scheduler,
-        dirs=scheduler.dirs,
-        notifier=scheduler.notifier,
-        gpu_backend=scheduler.gpus,
-        devices=scheduler.devices,
-        config=scheduler.config,
-        sampler=scheduler.sampler,
-        metric_watch=scheduler.metric_watch,
-        tuner=scheduler.tuner,
-        authorizer=scheduler.authorizer,
-        instance=scheduler.settings.instance,
-        metrics=Metrics(scheduler),
-        started_at=started_at,
+async def _serve(
+    config: Config,
+    *,
+    store: Store,
+    gpus: GpuBackend,
+    dirs: JobDirs,
+    authorizer: Authorizer,
+    sock: Any,
+    scrapes: Any,
+) -> None:
+    daemon = app.build(
+        config=config,
+        store=store,
+        gpus=gpus,
+        dirs=dirs,
+        authorizer=authorizer,
+        started_at=time.time(),
     )
-
-
-async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any = None) -> None:
-    api = api_for(scheduler, time.time())
-    router = Router(api.metrics.timed(api.routes()))
+    api, metrics = daemon.api, daemon.metrics
+    router = Router(metrics.timed(api.routes()))
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as tg:
-            # Before the scheduler takes over: jobs that ended while trainqd was down, recorded
-            # then, are announced too.
-            told = Notifications(scheduler.store, scheduler.notifier, config)
-            await tg.start(scheduler.run)
-            tg.start_soon(api.metrics.run)
-            tg.start_soon(told.run)
-            removal = api.sharing.removal
-            tg.start_soon(retention.purge, scheduler.store, removal, config.retention_days)
-            tg.start_soon(
-                prune_events, scheduler.store, config.max_events, config.event_retention_days
-            )
-            probe = api.metrics
-            tg.start_soon(loop_lag.watch, probe.loop_lag.observe, probe.loop_busy.observe)
+            await tg.start(daemon.run)
+            tg.start_soon(loop_lag.watch, metrics.loop_lag.observe, metrics.loop_busy.observe)
             if scrapes is not None:
-                tg.start_soon(serve_scrapes, scrapes, api.metrics.scrape)
+                tg.start_soon(serve_scrapes, scrapes, metrics.scrape)
             await tg.start(
                 functools.partial(
                     serve, sock, router, limits=_server_limits(config), on_error=_log_api_error
@@ -249,7 +230,7 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
                 "trainqd ready",
                 socket=str(config.socket),
                 state_dir=str(config.state_dir),
-                gpus=f"{scheduler.gpus.kind}:{len(scheduler.devices)}",
+                gpus=f"{gpus.kind}:{len(daemon.devices)}",
                 pid=os.getpid(),
             )
             async for signum in signals:
@@ -257,7 +238,7 @@ async def _serve(config: Config, scheduler: Scheduler, sock: Any, scrapes: Any =
                     "shutting down; running jobs go on under their monitors",
                     signal=signal.Signals(signum).name,
                 )
-                api.stopping = True
+                api.shutting_down()
                 sdnotify.notify("STOPPING=1", "STATUS=shutting down")
                 tg.cancel_scope.cancel()
                 break

@@ -1,7 +1,7 @@
 """The scheduler, the API's handlers and the store in one process, on one event loop.
 
-The real `Scheduler`, `Api` and `Store` (a temporary SQLite file) with the fake GPU backend;
-only the monitors are stood in for: `FakeWatcher` implements the scheduler's `Watcher`
+The real parts as app.py builds them (a temporary SQLite file for the store) with the fake
+GPU backend; only the monitors are stood in for: `FakeWatcher` implements the scheduler's `Watcher`
 protocol, records what it is asked, and ends attempts when the test says so. Each test is a
 sequence of submits, ends, stops, restarts and time limits, and takes milliseconds.
 """
@@ -31,14 +31,13 @@ from trainqd.access.authorization import Authorizer
 from trainqd.access.identity import account
 from trainqd.api.handlers.jobs import Api
 from trainqd.api.routing import Caller, Request, Response
+from trainqd.app import Daemon, build
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor
 from trainqd.config import load_config
 from trainqd.gpus.fake import FakeGpuBackend
-from trainqd.main import api_for
 from trainqd.monitor.records import ExitRecord, Launch
 from trainqd.planning.policy import CLAIM_SLACK
-from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.scheduler import Scheduler
 from trainqd.store.store import JobOwner, Store
 
@@ -123,9 +122,16 @@ class FakeWatcher:
 class World:
     tmp: Path
     store: Store
-    scheduler: Scheduler
-    api: Api
+    daemon: Daemon
     watchers: list[FakeWatcher]
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.daemon.scheduler
+
+    @property
+    def api(self) -> Api:
+        return self.daemon.api
 
     @property
     def watcher(self) -> FakeWatcher:
@@ -190,17 +196,17 @@ async def start(
 
     dirs = JobDirs(tmp / "jobs")
     dirs.ensure_root()
-    scheduler = Scheduler(
+    daemon = build(
         config=config,
         store=store,
         gpus=FakeGpuBackend.with_count(2),
         dirs=dirs,
-        notifier=ChangeNotifier(),
         authorizer=Authorizer(None),
+        started_at=time.time(),
         watcher=new_watcher,
     )
-    await tg.start(scheduler.run)
-    return World(tmp, store, scheduler, api_for(scheduler, time.time()), watchers)
+    await tg.start(daemon.run)
+    return World(tmp, store, daemon, watchers)
 
 
 async def test_a_job_starts_ends_and_frees_its_gpus(tmp_path: Path) -> None:
@@ -341,7 +347,7 @@ async def test_trainqs_own_stop_of_an_idle_job_uses_the_jobs_grace(tmp_path: Pat
         job = world.submit(gpus=1, stop_grace_seconds=4.0)
         world.plan()
         reason = "stopped by trainq: its GPUs were idle for 1s"
-        world.scheduler.stopping.stop_by_trainq(job, time.time(), "GPUs idle", reason)
+        world.daemon.stopping.stop_by_trainq(job, time.time(), "GPUs idle", reason)
         assert world.state(job) == JobState.STOPPING
         assert world.watcher.stops == [(job, 4.0, "user")]
         await world.watcher.end(job, Outcome.STOPPED, 0)
@@ -416,7 +422,7 @@ async def test_the_job_preempted_for_goes_first_until_it_changes(tmp_path: Path)
     """Its claim on the victims' GPUs lasts while they stop and CLAIM_SLACK after, and ends
     with any change to the job: a hold (or an update) cannot keep it to jump the queue."""
     async with running(tmp_path, config=PREEMPTING) as world:
-        policy = world.scheduler.policy
+        policy = world.daemon.policy
         victim = world.submit(gpus=2)
         world.plan()
         urgent = world.submit(gpus=1, job_class="high")
@@ -449,11 +455,11 @@ async def test_a_claim_lapses_once_the_victims_are_gone(tmp_path: Path) -> None:
         world.plan()
         urgent = world.submit(gpus=1, job_class="high")
         world.plan()
-        until = world.scheduler.policy.claims[urgent].until
-        world.scheduler.policy.prepare([], {}, until - 1)  # the victim has ended
-        assert urgent in world.scheduler.policy.claims
-        world.scheduler.policy.prepare([], {}, until)
-        assert urgent not in world.scheduler.policy.claims
+        until = world.daemon.policy.claims[urgent].until
+        world.daemon.policy.prepare([], {}, until - 1)  # the victim has ended
+        assert urgent in world.daemon.policy.claims
+        world.daemon.policy.prepare([], {}, until)
+        assert urgent not in world.daemon.policy.claims
 
 
 SHARING = """
@@ -487,7 +493,7 @@ async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Pat
         assert world.scheduler.waiting[short].kind == Wait.PREEMPTING_SHARE
         assert world.scheduler.waiting[head].kind == Wait.GPUS
         assert len(world.watcher.stops) == 1
-        assert world.scheduler.policy.claims == {}
+        assert world.daemon.policy.claims == {}
 
 
 async def test_a_running_jobs_new_time_limit_reaches_its_monitor_and_the_planner(

@@ -33,10 +33,10 @@ from tests.helpers import wait_for
 
 from trainq.core.errors import Conflict, NotFound
 from trainq.core.spec import JobSpec
-from trainqd.api.departure import ClientLeft, unless_client_leaves
 from trainqd.api.listener import bind_unix_socket
 from trainqd.api.routing import QueryParam, Request, Response, Route, Router, StreamResponse
 from trainqd.api.server import ServerLimits, serve
+from trainqd.departure import ClientLeft, unless_client_leaves
 
 INTERNAL = {"error": {"code": "internal", "message": "internal error; see the trainqd log"}}
 

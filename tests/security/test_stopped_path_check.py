@@ -4,7 +4,7 @@ check of their own paths.
 A root trainqd checks a job's channel paths in a child that runs as the submitter, so the
 submitter may signal it. tq-alice makes the check block and then freezes it: she holds a
 write lease on her own channel file (opening it then waits for her to give the lease up) and
-SIGSTOPs every path-check child of hers that she finds. trainqd must end her request with
+SIGSTOPs every path-check child of hers that this trainqd started. trainqd must end her request with
 one clear error at `path_check_timeout_seconds`, kill the child, release the connection and
 its descriptors, and serve tq-bob meanwhile; a request whose client hangs up is cancelled at
 once, its child killed, whatever the deadline.
@@ -31,11 +31,13 @@ from tests.multiuser.support import SYSTEM_PYTHON, http_as, trainq_as
 
 pytestmark = pytest.mark.multiuser
 
-# alice's side, standard library only: lease her file, then stop each path check of hers.
+# alice's side, standard library only: lease her file, then stop each path check of hers
+# that this test's trainqd started (its parent), none of another trainqd's on the machine.
 _FREEZER = r"""
 import fcntl, os, select, signal, sys
 
 path = sys.argv[1]
+trainqd = sys.argv[2]
 signal.signal(signal.SIGIO, signal.SIG_IGN)  # the kernel's "give the lease up" is ignored
 with open(path, "w") as f:
     f.write("data\n")
@@ -50,6 +52,9 @@ while not select.select([sys.stdin], [], [], 0.01)[0]:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 if b"trainqd.access.pathcheck" not in f.read():
+                    continue
+            with open(f"/proc/{name}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] != trainqd:
                     continue
             os.kill(int(name), signal.SIGSTOP)  # refused while it is still root's
         except OSError:
@@ -101,9 +106,9 @@ def alices_dir(shared_dir: Path, accounts: Accounts) -> Path:
 class Freezer:
     """alice's lease on her channel file and her SIGSTOPs of her path checks."""
 
-    def __init__(self, user: User, path: Path) -> None:
+    def __init__(self, user: User, path: Path, trainqd: int) -> None:
         self.proc = user.popen(
-            [SYSTEM_PYTHON, "-I", "-c", _FREEZER, str(path)],
+            [SYSTEM_PYTHON, "-I", "-c", _FREEZER, str(path), str(trainqd)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -133,8 +138,13 @@ class Freezer:
 
 
 @pytest.fixture
-def freezer(accounts: Accounts, alices_dir: Path) -> Iterator[Freezer]:
-    made = Freezer(accounts.alice, alices_dir / "leased.csv")
+def freezer(
+    request: pytest.FixtureRequest, accounts: Accounts, alices_dir: Path
+) -> Iterator[Freezer]:
+    [name] = [n for n in request.fixturenames if n.endswith("_deadline")]
+    daemon: Daemon = request.getfixturevalue(name)
+    assert daemon.proc is not None
+    made = Freezer(accounts.alice, alices_dir / "leased.csv", daemon.proc.pid)
     try:
         yield made
     finally:

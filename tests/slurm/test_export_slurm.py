@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.helpers import wait_for
 from tests.slurm.conftest import Slurm
-from trainq.commands import Context
+from trainq.context import Context
 from trainq.core.spec import parse_spec
 from trainq.export_command import ExportRequest, run_export
 from trainqd.attempts import contract

@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+import typer
 
 from trainq import __version__, cli
 from trainq.cli import main
-from trainq.specfile import ChannelFlag
+from trainq.specfile import SPEC_FLAGS, ChannelFlag
 
 
 @pytest.fixture(autouse=True)
@@ -127,7 +129,17 @@ USAGE_ERRORS = [
     ("stop --nmae x", "stop: unrecognized arguments: --nmae; did you mean '--name'?"),
     (
         "export --to slurm --gpu 2",
-        ": unrecognized arguments: --gpu; did you mean '--gpus'?",
+        "export: unrecognized arguments: --gpu; did you mean '--gpus'?",
+    ),
+    ("export --gpus 2", "export: the following arguments are required: --to"),
+    (
+        "export --to nomad",
+        "export: argument --to: invalid choice: 'nomad' "
+        "(choose from 'slurm', 'kubernetes', 'sagemaker')",
+    ),
+    (
+        "export --to slurm --volume train=",
+        "export: argument --volume: nothing after '=' in 'train='",
     ),
     (
         "logs 1 --since yesterday",
@@ -248,3 +260,18 @@ def test_python_dash_m_and_no_heavy_imports(tmp_path: Path) -> None:
         timeout=30,
     )
     assert (module.returncode, module.stdout) == (0, f"trainq {__version__}\n")
+
+
+def test_submit_and_export_take_each_spec_flag_as_declared() -> None:
+    group = typer.main.get_command(cli.app)
+    assert isinstance(group, click.Group)
+    for command in ("submit", "export"):
+        options = {
+            opt: param
+            for param in group.commands[command].params
+            for opt in (*param.opts, *param.secondary_opts)
+        }
+        for flag in SPEC_FLAGS:
+            option = options[flag.flag.split("/")[0]]
+            assert isinstance(option, click.Option)
+            assert (option.name, option.help) == (flag.param, flag.help), command

@@ -17,8 +17,8 @@ import pytest
 from tests.apistub import ApiStub, Reply, Seen
 from tests.helpers import wait_for
 
-from trainq import waiting
 from trainq.cli import main
+from trainq.client import following
 
 RUNNING_JOB: dict[str, Any] = {
     "id": 5,
@@ -164,7 +164,7 @@ def test_wait_for_a_job_that_already_ended(
 def test_wait_outlasts_a_daemon_restart(
     stub: ApiStub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(waiting, "RECONNECT_INTERVAL", 0.01)
+    monkeypatch.setattr(following, "RECONNECT_INTERVAL", 0.01)
     streams = iter([events("RUNNING", first_id=7), [b"\n", *events("COMPLETED", first_id=9)]])
     answers = iter([RUNNING_JOB, ended("COMPLETED")])
     stub.on("GET", "/v1/events", lambda _seen: Reply(chunks=next(streams)))
@@ -181,8 +181,8 @@ def test_wait_outlasts_a_daemon_restart(
 def test_wait_gives_up_on_a_daemon_that_stays_away(
     stub: ApiStub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(waiting, "RECONNECT_INTERVAL", 0.01)
-    monkeypatch.setattr(waiting, "RECONNECT_SECONDS", 0.1)
+    monkeypatch.setattr(following, "RECONNECT_INTERVAL", 0.01)
+    monkeypatch.setattr(following, "RECONNECT_SECONDS", 0.1)
     stub.on("GET", "/v1/jobs/5", Reply(body=RUNNING_JOB))
     stub.on("GET", "/v1/events", lambda _seen: Reply(chunks=[]))  # accepted, then closed
     status, out, err = trainq(stub, capsys, "wait", "5")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trainq.commands import Context
+from trainq.context import Context
 from trainq.humanize import pretty_json
 from trainq.inert import Drawn, inert, inert_data, inert_drawn
 from trainq.render import RenderOptions, gpu_table, job_detail, job_table

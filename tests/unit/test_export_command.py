@@ -260,6 +260,24 @@ def test_after_is_slurms_dependency_and_refused_where_it_means_nothing(
     assert err.count("\n") == 1
 
 
+def test_export_takes_every_flag_submit_sets_the_spec_with(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    (in_tmp / "src").mkdir()
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "slurm", "--class", "gpu", "--metric", "loss=loss (\\S+)",
+        "--source-dir", "src", "--no-snapshot", "--notify", "notify-send done", "--mail", "END",
+        "--", "python3", "t.py",
+    )  # fmt: skip
+    assert status == 0, err
+    spec = json.loads(out.split("<<'TRAINQ_SPEC_END'\n", 1)[1].split("\n", 1)[0])
+    assert spec["class"] == "gpu"
+    [metric] = spec["metric_definitions"]
+    assert (metric["name"], metric["regex"]) == ("loss", "loss (\\S+)")
+    assert (spec["source_dir"], spec["snapshot"]) == (str(in_tmp / "src"), False)
+    assert (spec["notify"], spec["mail"]) == (["notify-send", "done"], ["END"])
+
+
 def test_nodes_flag_to_kubernetes(
     stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
 ) -> None:

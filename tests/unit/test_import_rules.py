@@ -8,7 +8,11 @@
 - the monitor (trainqd.monitor) imports the standard library, its own modules and the
   standard-library-only modules of trainq.core, nothing else: it starts with `python -S -I`
   and must start fast;
-- the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich.
+- the CLI's fast path (`trainq submit`, `trainq ls`) never loads pydantic or rich;
+- the client layer (trainq.client) imports nothing of the commands, and only it names the
+  API's paths;
+- no import cycle in the CLI or in trainqd (`cycles`), and trainqd's layers (`LAYERS`) in
+  order: a module never imports one of a higher layer.
 
 Imports are read from the syntax tree, so an import inside a function or under
 TYPE_CHECKING counts too.
@@ -20,7 +24,7 @@ import ast
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,6 +45,27 @@ STDLIB_CORE = {
     "trainq.core.reasons",
 }
 
+
+# trainqd's layers, highest first (the picture in docs/architecture.md): a module imports
+# modules of its own layer and of those below, never of one above. The packages of one layer
+# may use each other, never in a cycle.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("trainqd.__main__", "trainqd.main", "trainqd.app", "trainqd.run"),  # entry points
+    ("trainqd.api",),
+    ("trainqd.backends",),
+    ("trainqd.scheduling",),
+    ("trainqd.experiments",),
+    ("trainqd.planning", "trainqd.attempts", "trainqd.access", "trainqd.observe", "trainqd.config"),
+    ("trainqd.store",),
+    (
+        "trainqd.gpus",
+        "trainqd.children",
+        "trainqd.departure",
+        "trainqd.gc_tuning",
+        "trainqd.sdnotify",
+    ),
+    ("trainqd.monitor",),
+)
 
 CLI_MODULES: dict[str, Path] = {}
 DAEMON_MODULES: dict[str, Path] = {}
@@ -106,6 +131,115 @@ def violations(mods: dict[str, Path], allowed: Callable[[str], bool]) -> list[st
         for target in sorted(imports(name, path))
         if not allowed(target)
     ]
+
+
+def import_graph(mods: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports among `mods`: the arrows a cycle would run along."""
+    return {name: imports(name, path) & mods.keys() for name, path in mods.items()}
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: each set of modules that reach one another through
+    their imports (a strongly connected component of more than one module, or a module that
+    imports itself), sorted. Tarjan's algorithm, without recursion."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next((t for t in targets if t in graph), None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def test_cycles_finds_each_cycle_once() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c", "d"},
+        "c": {"a"},
+        "d": {"e"},
+        "e": set(),
+        "f": {"f", "outside"},
+    }
+    assert cycles(graph) == [["a", "b", "c"], ["f"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_in_the_cli() -> None:
+    assert cycles(import_graph(CLI_MODULES)) == []
+
+
+def test_the_client_imports_nothing_of_the_commands() -> None:
+    client = {n: p for n, p in CLI_MODULES.items() if is_ours(n, "trainq.client")}
+
+    def allowed(target: str) -> bool:
+        return not is_ours(target, "trainq") or any(
+            is_ours(target, layer) for layer in ("trainq.client", "trainq.core")
+        )
+
+    assert violations(client, allowed) == []
+
+
+def api_paths(path: Path) -> list[str]:
+    """Where `path` has a string literal (or an f-string's first part) that begins with an
+    API path."""
+    return [
+        f"{path.name}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("/v1")
+    ]
+
+
+def test_only_the_client_names_the_apis_paths() -> None:
+    outside = [
+        place
+        for name, path in CLI_MODULES.items()
+        if not is_ours(name, "trainq.client") and not is_ours(name, "trainq.core")
+        for place in api_paths(path)
+    ]
+    assert outside == []
+    assert api_paths(CLI_ROOT / "client" / "api.py")  # the check sees them where they are
+
+
+def layer(module: str) -> int | None:
+    """The index in LAYERS of the layer `module` belongs to (0: the highest)."""
+    for number, members in enumerate(LAYERS):
+        if any(is_ours(module, member) for member in members):
+            return number
+    return None
 
 
 def test_the_module_walk_sees_every_layer() -> None:
@@ -195,6 +329,55 @@ def test_no_import_cycle_between_the_layers() -> None:
             if target in layer_of and layer_of[target] != layer_of[name]:
                 arrows.add((layer_of[name], layer_of[target]))
     assert arrows <= {("daemon", "core"), ("cli", "core")}
+
+
+def test_the_cycle_finder_finds_cycles(tmp_path: Path) -> None:
+    sources = {
+        "a": "from trainqd.fake.b import x",  # a -> b -> c -> a: one cycle
+        "b": "import trainqd.fake.c",
+        "c": "from .a import x",
+        "d": "from trainqd.fake.a import x",  # d only leads into the cycle
+        "e": "if TYPE_CHECKING:\n    from trainqd.fake.f import x",
+        "f": "import trainqd.fake.e",  # e <-> f, through a TYPE_CHECKING import
+    }
+    mods = {}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.py").write_text(text + "\n")
+        mods[f"trainqd.fake.{name}"] = tmp_path / f"{name}.py"
+    assert cycles(import_graph(mods)) == [
+        ["trainqd.fake.a", "trainqd.fake.b", "trainqd.fake.c"],
+        ["trainqd.fake.e", "trainqd.fake.f"],
+    ]
+
+
+def test_no_import_cycle_in_trainqd() -> None:
+    assert cycles(import_graph(DAEMON_MODULES)) == []
+
+
+def test_every_trainqd_module_has_a_layer() -> None:
+    assert [name for name in DAEMON_MODULES if name != "trainqd" and layer(name) is None] == []
+
+
+def test_no_trainqd_layer_imports_a_higher_one() -> None:
+    upward = []
+    for name, targets in import_graph(DAEMON_MODULES).items():
+        own = layer(name)
+        for target in sorted(targets):
+            above = layer(target)
+            if own is not None and above is not None and above < own:
+                upward.append(f"{name} imports {target}")
+    assert upward == []
+
+
+def test_only_app_imports_the_scheduler() -> None:
+    """Parts are built in app.py and handed to each other: none reaches another through the
+    scheduler, and the API knows it only as `JobControl`."""
+    importers = {
+        name
+        for name, targets in import_graph(DAEMON_MODULES).items()
+        if "trainqd.scheduling.scheduler" in targets
+    }
+    assert importers <= {"trainqd.app"}
 
 
 @pytest.mark.parametrize(

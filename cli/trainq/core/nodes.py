@@ -10,10 +10,8 @@ daemon lays each node out from this (trainqd.attempts.nodes), and so do the expo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from trainq.core.spec import JobSpec
+from trainq.core.spec import JobSpec
 
 HOST_PREFIX = "algo-"
 HOMOGENEOUS = "homogeneousCluster"
@@ -32,43 +30,6 @@ class Node:
 
 def host_name(rank: int) -> str:
     return f"{HOST_PREFIX}{rank + 1}"
-
-
-def check_nodes(spec: JobSpec) -> None:
-    """ValueError with one line for a layout of nodes no host could run."""
-    groups = spec.instance_groups
-    if spec.network is not None and spec.network != "bridge" and is_gang(spec):
-        raise ValueError(
-            f"network {spec.network!r}: the nodes of a job meet on a network of its own"
-        )
-    if not groups:
-        if spec.restart == "node" and spec.instance_count == 1:
-            raise ValueError('restart = "node" applies to jobs of several nodes')
-        return
-    if spec.instance_count != 1:
-        raise ValueError("give instance_count per instance group, not for the whole job")
-    if spec.gpus:
-        raise ValueError("give gpus per instance group, not for the whole job")
-    seen: set[str] = set()
-    for group in groups:
-        if group.name in seen:
-            raise ValueError(f"instance group {group.name!r} is named twice")
-        seen.add(group.name)
-        if group.command is not None and spec.command is None:
-            raise ValueError(
-                f"instance group {group.name!r} gives a command to a container job (give image)"
-            )
-        if group.image is not None and spec.image is None:
-            raise ValueError(
-                f"instance group {group.name!r} gives an image to a subprocess job (give command)"
-            )
-    from trainq.core.spec import MAX_NODES  # noqa: PLC0415 (spec imports this module)
-
-    total = sum(g.instance_count for g in groups)
-    if total > MAX_NODES:
-        raise ValueError(f"the instance groups hold {total} nodes; a job may have {MAX_NODES}")
-    if any(g.primary for g in groups) and all(g.primary for g in groups):
-        raise ValueError("every instance group is primary: mark the ones the job waits for")
 
 
 def layout(spec: JobSpec) -> list[Node]:

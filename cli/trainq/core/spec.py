@@ -459,9 +459,40 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _nodes(self) -> JobSpec:
-        from trainq.core.nodes import check_nodes  # noqa: PLC0415 (it imports this module)
-
-        check_nodes(self)
+        """One line for a layout of nodes no host could run (trainq.core.nodes lays it out)."""
+        groups = self.instance_groups
+        several = self.node_count > 1 or bool(groups)
+        if self.network is not None and self.network != "bridge" and several:
+            raise ValueError(
+                f"network {self.network!r}: the nodes of a job meet on a network of its own"
+            )
+        if not groups:
+            if self.restart == "node" and self.instance_count == 1:
+                raise ValueError('restart = "node" applies to jobs of several nodes')
+            return self
+        if self.instance_count != 1:
+            raise ValueError("give instance_count per instance group, not for the whole job")
+        if self.gpus:
+            raise ValueError("give gpus per instance group, not for the whole job")
+        seen: set[str] = set()
+        for group in groups:
+            if group.name in seen:
+                raise ValueError(f"instance group {group.name!r} is named twice")
+            seen.add(group.name)
+            if group.command is not None and self.command is None:
+                raise ValueError(
+                    f"instance group {group.name!r} gives a command to a container job (give image)"
+                )
+            if group.image is not None and self.image is None:
+                raise ValueError(
+                    f"instance group {group.name!r} gives an image to a subprocess job "
+                    "(give command)"
+                )
+        total = sum(g.instance_count for g in groups)
+        if total > MAX_NODES:
+            raise ValueError(f"the instance groups hold {total} nodes; a job may have {MAX_NODES}")
+        if all(g.primary for g in groups):
+            raise ValueError("every instance group is primary: mark the ones the job waits for")
         return self
 
     @property

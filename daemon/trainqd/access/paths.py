@@ -20,8 +20,8 @@ from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.core.spec import JobSpec
 from trainqd.access.identity import Account
 from trainqd.access.pathcheck import inspect_paths
-from trainqd.api.departure import unless_client_leaves
 from trainqd.children import ChildTimedOut, module_child, run_child
+from trainqd.departure import unless_client_leaves
 
 # The default of path_check_timeout_seconds: a check that opens a few paths takes
 # milliseconds, so this is met only by a path that blocks (a hung network filesystem, a

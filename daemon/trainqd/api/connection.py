@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
@@ -20,8 +21,7 @@ import anyio.lowlevel
 import h11
 from anyio.abc import SocketStream
 
-from trainq.core.errors import Busy, InvalidRequest, PayloadTooLarge, TrainqError
-from trainqd.api.departure import ClientLeft, handling, peer_closed
+from trainq.core.errors import Busy, Forbidden, InvalidRequest, PayloadTooLarge, TrainqError
 from trainqd.api.limits import ServerLimits
 from trainqd.api.quotas import Occupancy
 from trainqd.api.responses import common_headers, encoded, json_response, reason_phrase
@@ -34,6 +34,7 @@ from trainqd.api.routing import (
     WrongMethod,
     split_target,
 )
+from trainqd.departure import ClientLeft, handling, peer_closed
 
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _RECV_SIZE = 65536
@@ -173,6 +174,9 @@ class Connection:
             elif isinstance(event, h11.Request):
                 head = event
                 self.head_only = event.method == b"HEAD"
+                if not local_host(event):
+                    await self._refuse(403, Forbidden(_NOT_LOCAL))
+                    return None
                 # h11 bounds only an incomplete header block; one that arrived whole in a
                 # single read is measured here.
                 if _head_size(event) > limits.max_header_block:
@@ -404,6 +408,32 @@ def _checked(result: object) -> Response:
     if not isinstance(result, Response):
         raise TypeError(f"handler returned {type(result).__name__}, not a Response")
     return result
+
+
+_NOT_LOCAL = (
+    "the request's Host is not a local name: trainqd answers requests made for this host "
+    "(a browser's page of another site that rebinds its name to a forward of the socket is "
+    "refused)"
+)
+_LOOPBACK_V4 = re.compile(r"127(\.\d{1,3}){3}")
+
+
+def local_host(head: h11.Request) -> bool:
+    """Whether the request was made for this host: no Host, a name without a dot
+    (`localhost`, `trainq`), `*.localhost`, or a loopback address, any port. A site's page
+    that rebinds its own name to 127.0.0.1 (where `ssh -L` forwards the socket) sends its
+    own, dotted, name: its reads are refused, so it learns nothing of the user's jobs."""
+    hosts = [value for name, value in head.headers if name == b"host"]
+    if not hosts:
+        return True  # HTTP/1.0 without one: no browser sends that
+    host = hosts[0].decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host.partition("]")[0] == "[::1"
+    name = host.rpartition(":")[0] if host.rpartition(":")[2].isdigit() else host
+    name = name.removesuffix(".")
+    return (
+        "." not in name or name.endswith(".localhost") or _LOOPBACK_V4.fullmatch(name) is not None
+    )
 
 
 def _head_size(head: h11.Request) -> int:

@@ -19,7 +19,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import structlog
@@ -33,7 +33,6 @@ from trainqd.attempts.jobdir import JobDirs
 from trainqd.experiments import pbt
 from trainqd.experiments.checkpoint_copy_as import copy_as
 from trainqd.experiments.metric_watch import MetricWatch
-from trainqd.scheduling.stopping import Stopping
 from trainqd.store.store import JobOwner, JobRow, Store
 from trainqd.store.tunes import TrialRow, TrialState, TuneRow, TuneStore
 
@@ -140,6 +139,14 @@ class _Live:
     failures: int = 0
 
 
+class TrialStops(Protocol):
+    """What the tuner asks of trainqd's stopping (scheduling/stopping.py)."""
+
+    def pause_for(self, job_id: int, who: str, event: str) -> JobRow: ...
+
+    def stop_by_trainq(self, job_id: int, now: float, event: str, reason: str) -> None: ...
+
+
 class Tuner:
     def __init__(
         self,
@@ -147,7 +154,7 @@ class Tuner:
         store: Store,
         dirs: JobDirs,
         metric_watch: MetricWatch,
-        stopping: Stopping,
+        stopping: TrialStops,
         submitted: Callable[[JobRow], None],
         changed: Callable[[], None],
         max_unfinished: int,

@@ -13,22 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-from trainqd.monitor import gang
-from trainqd.monitor.log import log
+from trainqd.monitor.launched import run_from_stdin
 from trainqd.monitor.profile import mark
-from trainqd.monitor.records import Launch
 from trainqd.monitor.spawn import FORK_SERVER_FLAG
-from trainqd.monitor.supervise import run
-
-
-def read_launch() -> bytes:
-    chunks = []
-    while chunk := os.read(0, 1 << 16):
-        chunks.append(chunk)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    return b"".join(chunks)
 
 
 def exit_now(status: int) -> None:
@@ -37,17 +24,6 @@ def exit_now(status: int) -> None:
     keep trainqd, which learns of the end from this process's exit, waiting."""
     mark("exit")
     os._exit(status)
-
-
-def run_from_stdin() -> int:
-    """The attempt whose launch is on fd 0, from its start to its exit record."""
-    try:
-        launch = Launch.from_json(read_launch())
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        log(f"unusable launch: {type(exc).__name__}: {exc}")
-        return 2
-    mark("launch read")
-    return gang.run(launch) if launch.nodes else run(launch)
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ import signal
 from collections.abc import Callable
 
 from trainqd.monitor.log import log_exception
-from trainqd.monitor.privileges import drop_to
+from trainqd.monitor.owner import drop_to
 from trainqd.monitor.records import Credentials, Launch
 
 EXIT_FAILED = 1

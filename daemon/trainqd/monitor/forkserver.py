@@ -25,10 +25,10 @@ import socket
 from typing import TYPE_CHECKING
 
 from trainqd.monitor import mlroot as _mlroot  # noqa: F401
-from trainqd.monitor.__main__ import run_from_stdin
 
 # Imported here, before any fork, so that no forked monitor or feeder pays for it.
 from trainqd.monitor.feed import feeder as _feeder  # noqa: F401
+from trainqd.monitor.launched import run_from_stdin
 from trainqd.monitor.profile import mark
 from trainqd.monitor.spawn import LAUNCH_MESSAGE, PID
 

@@ -26,9 +26,8 @@ import signal
 import socket
 import stat
 
-# The module, not its names: privileges imports this one in turn (it binds a subprocess
-# job's channels with open_as_owner and bind).
-from trainqd.monitor import libc, privileges
+from trainqd.monitor import libc
+from trainqd.monitor.owner import drop_to
 from trainqd.monitor.records import Credentials, FileChannel, Launch
 
 STAGING = "mounts"
@@ -128,7 +127,7 @@ def open_as_owner(owner: Credentials, channels: list[FileChannel]) -> list[tuple
             signal.set_wakeup_fd(-1)
             for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGINT, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
-            privileges.drop_to(owner.uid, owner.gid, owner.groups)
+            drop_to(owner.uid, owner.gid, owner.groups)
             for channel in channels:
                 _send_opened(theirs, channel.source)
             code = 0

@@ -30,11 +30,10 @@ import stat
 from trainqd.monitor import children, devices, libc, mounts
 from trainqd.monitor.log import log
 from trainqd.monitor.mlroot import prepare_ml_root
+from trainqd.monitor.owner import drop_to, is_root
 from trainqd.monitor.privileges import (
     SAGEMAKER_ROOT,
     ViewUnavailable,
-    drop_to,
-    is_root,
     make_job_view,
     sagemaker_host,
     without_namespace,

@@ -40,7 +40,7 @@ from trainqd.monitor.outcome import (
     output_tail,
     read_stop_request,
 )
-from trainqd.monitor.privileges import is_root
+from trainqd.monitor.owner import is_root
 from trainqd.monitor.process import describe_status, spawn_beside
 from trainqd.monitor.profile import mark
 from trainqd.monitor.records import (

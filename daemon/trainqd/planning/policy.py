@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
@@ -25,7 +26,6 @@ from trainqd.planning import classes, fairshare, planner
 from trainqd.planning import inputs as plan_inputs
 from trainqd.planning.classes import JobClass
 from trainqd.planning.share_preemptors import SharePreemptors
-from trainqd.scheduling.stopping import Stopping
 from trainqd.store.store import AttemptRow, JobRow, Store
 
 log = structlog.get_logger("trainqd.policy")
@@ -33,6 +33,12 @@ log = structlog.get_logger("trainqd.policy")
 # How long after its last victim stopped a job that preempted still goes first: time
 # enough for the plan that starts it to run.
 CLAIM_SLACK = 30.0
+
+
+class Preempting(Protocol):
+    """What the policy asks of trainqd's stopping (scheduling/stopping.py)."""
+
+    def preempt(self, victim_id: int, for_job: JobRow, now: float) -> float: ...
 
 
 @dataclass
@@ -43,7 +49,7 @@ class Claim:
 
 
 class SharingPolicy:
-    def __init__(self, config: Config, store: Store, stopping: Stopping) -> None:
+    def __init__(self, config: Config, store: Store, stopping: Preempting) -> None:
         self._config = config
         self._store = store
         self._stopping = stopping

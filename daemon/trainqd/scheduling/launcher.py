@@ -66,7 +66,10 @@ class Launcher:
         deadlines: dict[int, float],
         notify: Callable[[], None],
         changed: Callable[[], None],
+        dispatched: Callable[[float], None] = lambda seconds: None,
     ) -> None:
+        """`dispatched(seconds)`: told each start's time from plan to running monitor (the
+        metrics' dispatch latency)."""
         self._store = store
         self._dirs = dirs
         self._devices = devices
@@ -76,7 +79,7 @@ class Launcher:
         self._deadlines = deadlines
         self._notify = notify
         self._changed = changed
-        self.dispatched: Callable[[float], None] = lambda seconds: None  # metrics.py's hook
+        self._dispatched = dispatched
 
     def launch(self, start: planner.Start, now: float) -> None:
         """DiskFull if the start cannot be recorded: the job then stays PENDING."""
@@ -143,4 +146,4 @@ class Launcher:
         if launch.deadline is not None:  # the monitor enforces it; the planner reckons with it
             self._deadlines[job.id] = launch.deadline
         bound.info("started", gpus=list(start.gpus), monitor=monitor.pid)
-        self.dispatched(time.time() - now)
+        self._dispatched(time.time() - now)

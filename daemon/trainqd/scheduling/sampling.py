@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import structlog
@@ -28,9 +28,6 @@ from trainqd.config import Config
 from trainqd.gpus.base import GpuBackend, GpuSample
 from trainqd.scheduling.idle import IdlePolicy, IdleWatch, duration
 from trainqd.store.store import Store
-
-if TYPE_CHECKING:
-    from trainqd.scheduling.scheduler import Scheduler
 
 log = structlog.get_logger("trainqd.sampling")
 
@@ -260,44 +257,52 @@ def keep_summary(store: Store, sampler: Sampler, job_id: int, number: int) -> No
         log.warning("disk full: an attempt's GPU use is not recorded", job_id=job_id)
 
 
-def running_attempts(scheduler: Scheduler) -> list[RunningAttempt]:
+class IdleStops(Protocol):
+    """What acting on an idle job asks of trainqd's stopping (stopping.py)."""
+
+    def stop_by_trainq(self, job_id: int, now: float, event: str, reason: str) -> None: ...
+
+
+def running_attempts(store: Store) -> list[RunningAttempt]:
     # STOPPING too: its trainer still holds its GPUs, and its summary must cover the end.
     return [
         RunningAttempt(job.id, job.attempt_count, tuple(job.gpus))
-        for job in scheduler.store.jobs([JobState.RUNNING, JobState.STOPPING])
+        for job in store.jobs([JobState.RUNNING, JobState.STOPPING])
     ]
 
 
-def act_on_idle(scheduler: Scheduler, use: AttemptUse, now: float) -> None:
+def act_on_idle(
+    store: Store, stopping: IdleStops, notify: Callable[[], None], use: AttemptUse, now: float
+) -> None:
     """Flag a job whose GPUs went idle (an event on the stream) and, when the policy says so
     and the spell has lasted, stop it as a time limit would."""
     job_id, policy = use.attempt.job_id, use.idle.policy
     try:
-        if scheduler.store.get(job_id).state != JobState.RUNNING:
+        if store.get(job_id).state != JobState.RUNNING:
             return  # already on its way out
         if use.idle.stop_due:
             spell = duration(now - (use.idle.idle_since or now))
             reason = f"stopped by trainq: its GPUs were idle for {spell}"
-            scheduler.stopping.stop_by_trainq(job_id, now, "GPUs idle", reason)
+            stopping.stop_by_trainq(job_id, now, "GPUs idle", reason)
             log.info("stopping an idle job", job_id=job_id)
         else:
             threshold = f"{policy.threshold_percent:g}%"
             reason = f"GPUs idle: under {threshold} for {duration(policy.after_seconds)}"
-            scheduler.store.note(job_id, now, reason)
+            store.note(job_id, now, reason)
             # "notify" also tells the administrators, in the log their alerting reads.
             say = log.warning if policy.action == "notify" else log.info
             say("job's GPUs idle", job_id=job_id, threshold=threshold)
     except (TransitionError, TrainqError):  # it ended meanwhile, or the disk is full
         log.info("idle job not acted on", job_id=job_id)
         return
-    scheduler.notifier.notify()
+    notify()
 
 
-async def watch(scheduler: Scheduler) -> None:
-    """Sample the running jobs' GPUs for as long as trainqd runs."""
-    if not scheduler.devices:
-        return
-    await scheduler.sampler.run(
-        lambda: running_attempts(scheduler),
-        lambda use, now: act_on_idle(scheduler, use, now),
+async def watch(
+    sampler: Sampler, store: Store, stopping: IdleStops, notify: Callable[[], None]
+) -> None:
+    """Sample the running jobs' GPUs, and act on idle ones, for as long as trainqd runs."""
+    await sampler.run(
+        lambda: running_attempts(store),
+        lambda use, now: act_on_idle(store, stopping, notify, use, now),
     )

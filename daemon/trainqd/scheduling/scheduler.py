@@ -7,10 +7,10 @@ notices a foreign process leaving a GPU. Planning itself is `planner.plan`, a pu
 this module gathers its inputs and hands the plan's starts to the launcher. A long queue is
 planned on a worker thread (`PlanRound`), so that planning thousands of jobs never holds the
 event loop; the plan's starts and preemptions are then carried out on the loop, each only
-if its job is still as it was planned. Its parts:
+if its job is still as it was planned. Its parts, built in app.py and handed over:
 launcher.py starts attempts, endings.py records their ends, stopping.py stops jobs,
-reconcile.py takes over live monitors at start-up. Time limits are the monitors' to enforce;
-the watcher ends an attempt whose monitor is overdue (watcher.py).
+`take_over` (reconcile.py) takes over live monitors at start-up. Time limits are the
+monitors' to enforce; the watcher ends an attempt whose monitor is overdue (watcher.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,26 +30,22 @@ from trainq.core.errors import DiskFull
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.states import ACTIVE, JobState
 from trainq.core.wire import UserShare
-from trainqd.access.authorization import Authorizer
-from trainqd.attempts.jobdir import JobDirs
-from trainqd.attempts.launch import LaunchSettings, remaining_runtime
-from trainqd.attempts.watcher import MonitorWatcher, Watcher, WatcherFactory
-from trainqd.backends.slurm import SlurmBackend
+from trainqd.attempts.launch import remaining_runtime
+from trainqd.attempts.watcher import Watcher
 from trainqd.config import Config
-from trainqd.experiments.metric_watch import MetricWatch
-from trainqd.experiments.tuner import Tuner
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
 from trainqd.planning import inputs as plan_inputs
 from trainqd.planning import planner
 from trainqd.planning.policy import SharingPolicy
-from trainqd.scheduling import dependencies, sampling
+from trainqd.scheduling import dependencies
 from trainqd.scheduling.endings import AttemptEnds
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.launcher import Launcher
-from trainqd.scheduling.reconcile import reconcile
 from trainqd.scheduling.stopping import Stopping
 from trainqd.scheduling.unrecorded import FIRST_PAUSE, Backlog
-from trainqd.store.store import AttemptRow, JobRow, Store
+from trainqd.scheduling.wakeup import Wakeup
+from trainqd.scheduling.watching import Watching
+from trainqd.store.store import JobRow, Store
 
 log = structlog.get_logger("trainqd.scheduler")
 
@@ -93,187 +89,90 @@ class _Handed:
     wake_at: float | None
 
 
-class JobControl(Protocol):
-    """What the API asks of the scheduler, and nothing more."""
+class Handoff(Protocol):
+    """A back end that plans and runs the jobs in trainqd's stead (Slurm, backends/slurm.py):
+    the scheduler hands it the pending jobs instead of planning."""
 
-    @property
-    def waiting(self) -> Mapping[int, WaitReason]: ...
-
-    def submitted(self, job: JobRow) -> None: ...
-
-    def submitted_many(self, jobs: Sequence[JobRow]) -> None: ...
-
-    def stop(self, job_id: int, uid: int, grace: float | None) -> JobRow: ...
-
-    def pause(self, job_id: int, uid: int) -> JobRow: ...
-
-    async def stop_many(
-        self, jobs: Sequence[JobRow], uid: int, grace: float | None
-    ) -> tuple[list[int], int]: ...
-
-    def changed(self) -> None: ...
-
-    def retimed(self, job: JobRow) -> None: ...
-
-    def place(self, job_id: int) -> int | None: ...
-
-    def shares(self) -> list[UserShare]: ...
+    def tick(
+        self, now: float, pending: list[JobRow], waiting: dict[int, WaitReason]
+    ) -> float | None: ...
 
 
 class Scheduler:
+    """The loop. Every part it drives is built elsewhere (app.py) and handed over."""
+
     def __init__(
         self,
         *,
         config: Config,
         store: Store,
         gpus: GpuBackend,
-        dirs: JobDirs,
+        devices: Mapping[int, GpuDevice],
         notifier: ChangeNotifier,
-        authorizer: Authorizer,
-        watcher: WatcherFactory | None = None,
+        wakeup: Wakeup,
+        watching: Watching,
+        take_over: Callable[[Watcher], Awaitable[None]],
+        ends: AttemptEnds,
+        launcher: Launcher,
+        stopping: Stopping,
+        policy: SharingPolicy,
+        unrecorded: Backlog,
+        deadlines: dict[int, float],
+        handoff: Handoff | None = None,
     ) -> None:
+        """`take_over(watcher)`: at start, before the first plan, what an earlier trainqd
+        left running (reconcile.py, or the Slurm back end's). `deadlines`: when each running
+        attempt's time limit falls due (its monitor enforces it, the planner only reckons
+        with it to know when GPUs come free), shared with the parts that set them."""
         self.config = config
-        self._new_watcher: WatcherFactory = watcher or (
-            lambda tg, on_end: MonitorWatcher(tg, on_end, margin=config.end_margin_seconds)
-        )
         self.store = store
         self.gpus = gpus
-        self.dirs = dirs
+        self.devices = devices
         self.notifier = notifier
-        self.authorizer = authorizer
-        self.devices: dict[int, GpuDevice] = {d.index: d for d in gpus.devices()}
-        self.settings = LaunchSettings(
-            default_stop_grace_seconds=config.default_stop_grace_seconds,
-            default_engine=config.default_engine,
-            real_gpus=gpus.kind == "nvml",
-            instance=store.instance,
-            container_capabilities=tuple(config.container_capabilities),
-            allowed_images=tuple(config.allowed_images),
-            max_processes=config.process_cap(),
-        )
+        self._wakeup = wakeup
+        self._watching = watching
+        self._take_over = take_over
+        self.ends = ends
+        self.launcher = launcher
+        self.stopping = stopping
+        self.policy = policy
+        self.limits = policy.limits
+        self.unrecorded = unrecorded  # attempt ends the full disk kept out of the database
+        self.deadlines = deadlines
+        self.handoff = handoff
         self.waiting: dict[int, WaitReason] = {}  # why each pending job waits, from the last plan
-        # When each running attempt's time limit falls due: its monitor enforces it, the
-        # planner only reckons with it to know when GPUs come free.
-        self.deadlines: dict[int, float] = {}
-        self._wake = anyio.Event()
-        self._watcher: Watcher | None = None
         self._usage: tuple[float, list[GpuUsage]] | None = None
         # Jobs being stopped a batch at a time (`stop_many`): planned for no start meanwhile.
         self._stopping_soon: set[int] = set()
         self._left = plan_inputs.NOTHING_LEFT  # what the last plan left; see `submitted`
         self._dependency_waits: dict[int, WaitReason] = {}  # pending jobs waiting for others
-        self.unrecorded = Backlog()  # attempt ends the full disk kept out of the database
         self._launch_retry_at: float | None = None  # a launch the full disk refused
-        self.sampler = sampling.new_sampler(config, gpus)  # GPU use of running jobs
-        self.metric_watch = MetricWatch(store, dirs)  # metrics the trainers report
-        self.ends = AttemptEnds(
-            store=store,
-            dirs=dirs,
-            sampler=self.sampler,
-            unrecorded=self.unrecorded,
-            deadlines=self.deadlines,
-            default_engine=config.default_engine,
-            instance=self.settings.instance,
-            changed=self._changed,
-            # Fair share counts each ended attempt; the policy is made below, with Stopping.
-            on_ended=self._attempt_ended,
-        )
-        self.launcher = Launcher(
-            store=store,
-            dirs=dirs,
-            devices=self.devices,
-            settings=self.settings,
-            watcher=lambda: self.watcher,
-            ends=self.ends,
-            deadlines=self.deadlines,
-            notify=notifier.notify,
-            changed=self._changed,
-        )
-        self.stopping = Stopping(
-            store=store,
-            authorizer=authorizer,
-            watcher=lambda: self.watcher,
-            default_grace=config.default_stop_grace_seconds,
-            changed=self._changed,
-        )
-        # Tuning experiments: their trials are jobs like any other (tuner.py).
-        self.tuner = Tuner(
-            store=store,
-            dirs=dirs,
-            metric_watch=self.metric_watch,
-            stopping=self.stopping,
-            submitted=self.submitted,
-            changed=self._changed,
-            max_unfinished=config.max_unfinished_jobs_per_user,
-        )
-        # Classes, fair share and preemption (policy.py); the limits include the classes'.
-        self.policy = SharingPolicy(config, store, self.stopping)
-        self.limits = self.policy.limits
-        self.policy.seed(time.time())
-        # backend = "slurm": every job is handed to Slurm, which plans and runs it instead.
-        self.slurm: SlurmBackend | None = None
-        if config.backend == "slurm":
-            self.slurm = SlurmBackend(
-                config=config, store=store, dirs=dirs, ends=self.ends, changed=self._changed
-            )
-            self._new_watcher = self.slurm.watching
-
-    def _attempt_ended(self, job: JobRow, attempt: AttemptRow, ended: float) -> None:
-        # Fair share counts each ended attempt; a tune hears of its trial's end at once.
-        self.policy.attempt_ended(job, attempt, ended)
-        self.tuner.wake()
-
-    @property
-    def dispatched(self) -> Callable[[float], None]:
-        """Told each start's time from plan to running monitor (metrics.py's hook)."""
-        return self.launcher.dispatched
-
-    @dispatched.setter
-    def dispatched(self, hook: Callable[[float], None]) -> None:
-        self.launcher.dispatched = hook
 
     @property
     def watcher(self) -> Watcher:
-        assert self._watcher is not None, "the scheduler is not running"
-        return self._watcher
+        return self._watching.current()
 
     def wake(self) -> None:
-        self._wake.set()
+        self._wakeup.wake()
 
     def _changed(self) -> None:
-        self.notifier.notify()
-        self.wake()
+        self._wakeup.changed()
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         async with anyio.create_task_group() as tg:
-            self._watcher = self._new_watcher(tg, self.ends.ended)
+            watcher = self._watching.open(tg, self.ends.ended)
             try:
-                if self.slurm is not None:
-                    await self.slurm.take_over()
-                else:
-                    await reconcile(
-                        store=self.store,
-                        dirs=self.dirs,
-                        watcher=self._watcher,
-                        ends=self.ends,
-                        deadlines=self.deadlines,
-                        default_grace=self.config.default_stop_grace_seconds,
-                    )
-                tg.start_soon(sampling.watch, self)
-                tg.start_soon(self.metric_watch.run)
-                tg.start_soon(self.tuner.run)
+                await self._take_over(watcher)
                 task_status.started()
                 while True:
                     usage = await self._gpu_usage()
                     wake_at = await self._plan_round(time.time(), usage)
                     delay = math.inf if wake_at is None else max(0.0, wake_at - time.time())
-                    with anyio.move_on_after(delay):
-                        await self._wake.wait()
-                    self._wake = anyio.Event()
+                    await self._wakeup.sleep(delay)
             finally:
-                self._watcher.close()
+                watcher.close()
 
     async def _gpu_usage(self) -> list[GpuUsage] | None:
         """Who holds each GPU now, read only when a job waits. NVML calls can block on a GPU
@@ -311,11 +210,11 @@ class Scheduler:
         for end in self.unrecorded.due(now):
             self.ends.record(end.job_id, end.number, end.record)
         self._launch_retry_at = None
-        if self.slurm is None:
+        if self.handoff is None:
             return None
         self.waiting = {}
         ready = self._settle_dependencies(self.store.jobs([JobState.PENDING]), now)
-        handoff = self.slurm.tick(now, ready, self.waiting)
+        handoff = self.handoff.tick(now, ready, self.waiting)
         self.waiting.update(self._dependency_waits)
         due = [d for d in (handoff, self.unrecorded.next_due()) if d is not None]
         return _Handed(min(due) if due else None)
@@ -422,7 +321,7 @@ class Scheduler:
         """Jobs queued together (a sweep, a group commit's batch), as `submitted` each, with
         one notification and at most one planning pass for all of them."""
         self.notifier.notify()
-        if self.slurm is not None:  # each is handed to Slurm at once
+        if self.handoff is not None:  # each is handed to Slurm at once
             self.wake()
             return
         free_gpus, free_slots, head = self._left

@@ -16,7 +16,6 @@ import hashlib
 import re
 
 from trainq.core.errors import Conflict, InvalidRequest
-from trainqd.api.routing import Request
 from trainqd.store.store import JobRow, Submitted, SubmitToken
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -27,17 +26,17 @@ IDEMPOTENCY_ABOUT = (
 _TOKEN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
-def token_of(request: Request) -> SubmitToken | None:
-    """The request's client token, with its body's digest; None without the header."""
-    given = request.header(IDEMPOTENCY_HEADER.lower())
+def token_of(given: str | None, body: bytes, uid: int) -> SubmitToken | None:
+    """`uid`'s client token (the header's value, `given`), with the request body's digest;
+    None without the header."""
     if given is None:
         return None
     if not _TOKEN.fullmatch(given):
         raise InvalidRequest(
             "Idempotency-Key must be 1-128 letters, digits, '.', '_', ':' or '-' (a UUID, say)"
         )
-    digest = hashlib.sha256(request.body).hexdigest()
-    return SubmitToken(uid=request.caller.uid, token=given, body_hash=digest)
+    digest = hashlib.sha256(body).hexdigest()
+    return SubmitToken(uid=uid, token=given, body_hash=digest)
 
 
 def same_request(token: SubmitToken, submitted: Submitted) -> None:

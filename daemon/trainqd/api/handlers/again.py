@@ -10,30 +10,26 @@ whoever submits it, so anyone else makes a job of their own with `trainq submit 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import structlog
 
 from trainq.core.errors import Conflict, Forbidden
 from trainq.core.states import TERMINAL
 from trainq.core.wire import JobRecord
 from trainqd.access.admission import admit
+from trainqd.api.handlers.common import Handlers, job_id_of
 from trainqd.api.routing import Request, Response, Route
 from trainqd.scheduling.dependencies import check_named
-
-if TYPE_CHECKING:
-    from trainqd.api.handlers.jobs import Api
 
 log = structlog.get_logger("trainqd.again")
 
 
 class AgainRoutes:
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Handlers) -> None:
         self.api = api
 
     async def requeue(self, request: Request) -> Response:
         api, uid = self.api, request.caller.uid
-        old = api.store.get(api._job_id(request))
+        old = api.store.get(job_id_of(request))
         if old.owner.uid != uid:
             raise Forbidden(
                 f"job {old.id} belongs to {old.owner.user}; only its owner may requeue it "
@@ -47,7 +43,7 @@ class AgainRoutes:
         job = await api.submit_one(old.spec, owner)
         api.control.submitted(job)
         log.info("requeued", job_id=old.id, new_job_id=job.id, user=owner.user)
-        return Response(201, api._record(job.id, uid))
+        return Response(201, api.record(job.id, uid))
 
     def routes(self) -> list[Route]:
         return [

@@ -37,11 +37,15 @@ from trainqd.access.admission import HostFacts, admit, check_queue_room
 from trainqd.access.authorization import Authorizer, Sight
 from trainqd.access.budgets import SpecBudget, check_spec_sizes
 from trainqd.access.identity import account
+from trainqd.api.control import JobControl
 from trainqd.api.handlers.again import AgainRoutes
+from trainqd.api.handlers.common import job_id_of
 from trainqd.api.handlers.sharing import SharingRoutes, drain_record, drain_records
 from trainqd.api.handlers.tunes import TuneRoutes
 from trainqd.api.handlers.ui import ui_routes
 from trainqd.api.limits import ServerLimits
+from trainqd.api.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from trainqd.api.metrics import Metrics
 from trainqd.api.openapi import build_openapi
 from trainqd.api.routing import (
     INT64_MAX,
@@ -75,13 +79,11 @@ from trainqd.config import Config
 from trainqd.experiments.metric_watch import MetricWatch
 from trainqd.experiments.tuner import Tuner
 from trainqd.gpus.base import GpuBackend, GpuDevice, GpuUsage
-from trainqd.observe.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from trainqd.observe.metrics import Metrics
 from trainqd.observe.report import period_seconds, usage_report
 from trainqd.scheduling.dependencies import check_named
 from trainqd.scheduling.events import ChangeNotifier
+from trainqd.scheduling.removal import Removal
 from trainqd.scheduling.sampling import Sampler
-from trainqd.scheduling.scheduler import JobControl
 from trainqd.store.group_commit import GroupCommit
 from trainqd.store.rows import HOST
 from trainqd.store.store import JobOwner, JobRow, NewJobs, Store, Submitted, SubmitToken, TokenUsed
@@ -134,8 +136,9 @@ class Api:
     authorizer: Authorizer
     instance: str
     metrics: Metrics
+    removal: Removal  # of ended jobs, by `trainq rm` (sharing.py) as by the retention purge
     started_at: float
-    stopping: bool = False
+    stopping: bool = False  # trainqd is shutting down (`shutting_down`)
     tuner: Tuner | None = None  # tuning experiments (tune_routes.py)
     _openapi: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _listing: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
@@ -151,7 +154,7 @@ class Api:
     tunes: TuneRoutes | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.sharing = SharingRoutes(self)
+        self.sharing = SharingRoutes(self, self.removal)
         self.again = AgainRoutes(self)
         self.snapshots = Snapshots(self.dirs, self.config)
         if self.tuner is not None:
@@ -160,7 +163,7 @@ class Api:
     def _reveal(self, uid: int, job: JobRow) -> Sight:
         return self.authorizer.sight(uid, job)
 
-    def _record(self, job_id: int, uid: int) -> JobRecord:
+    def record(self, job_id: int, uid: int) -> JobRecord:
         job = self.store.get(job_id)
         attempts = self.store.attempts([job_id])[job_id]
         return job_record(
@@ -174,14 +177,9 @@ class Api:
             place=self.control.place(job_id),
         )
 
-    def _job_id(self, request: Request) -> int:
-        text = request.params["id"]
-        job_id = decimal(text)
-        if job_id is None or job_id < 0:
-            raise InvalidRequest(f"a job id is a number, not {text!r}")
-        if job_id > INT64_MAX:  # beyond any id the database can hold
-            raise NotFound(f"no job {text}")
-        return job_id
+    def shutting_down(self) -> None:
+        """trainqd stops: the health answer says so from now on."""
+        self.stopping = True
 
     def host(self) -> HostFacts:
         return HostFacts(
@@ -249,7 +247,7 @@ class Api:
             except NotFound:
                 found = []
             (job,) = all_there(token, submitted, found)
-            return Response(201, self._record(job.id, token.uid))
+            return Response(201, self.record(job.id, token.uid))
         waiting = dict(self.control.waiting)
 
         def build() -> bytes:
@@ -271,7 +269,8 @@ class Api:
         return Response(201, Encoded(payload))
 
     async def submit(self, request: Request) -> Response:
-        token = token_of(request)
+        given = request.header(IDEMPOTENCY_HEADER.lower())
+        token = token_of(given, request.body, request.caller.uid)
         if token is not None and (earlier := self.store.submitted_with(token.uid, token.token)):
             return await self._replay(token, earlier)
         if is_list(request.body):
@@ -289,7 +288,7 @@ class Api:
             assert token is not None
             return await self._replay(token, used.submitted)
         self.control.submitted(job)
-        return Response(201, self._record(job.id, request.caller.uid))
+        return Response(201, self.record(job.id, request.caller.uid))
 
     async def submit_one(
         self,
@@ -440,11 +439,11 @@ class Api:
         return Response(200, Encoded(payload))
 
     async def get_job(self, request: Request) -> Response:
-        return Response(200, self._record(self._job_id(request), request.caller.uid))
+        return Response(200, self.record(job_id_of(request), request.caller.uid))
 
     async def job_samples(self, request: Request) -> Response:
         """Its running attempt's GPU samples, for everyone: what `ls` shows of the last one."""
-        job_id = self._job_id(request)
+        job_id = job_id_of(request)
         self.store.get(job_id)  # 404 for no such job
         use = self.sampler.attempts.get(job_id)
         if use is None:
@@ -452,13 +451,13 @@ class Api:
         return Response(200, job_samples(job_id, use))
 
     async def stop_job(self, request: Request) -> Response:
-        job_id = self._job_id(request)
+        job_id = job_id_of(request)
         body = request.model(StopRequest, allow_empty=True)
         self.control.stop(job_id, request.caller.uid, body.grace_seconds)
-        return Response(202, self._record(job_id, request.caller.uid))
+        return Response(202, self.record(job_id, request.caller.uid))
 
     async def logs(self, request: Request) -> StreamResponse:
-        job_id = self._job_id(request)
+        job_id = job_id_of(request)
         job = self.store.get(job_id)  # 404 before the stream starts
         self.authorizer.require_manage(request.caller.uid, job, "read the logs of")
         stream = request.query_str("stream", "both") or "both"
@@ -492,7 +491,7 @@ class Api:
         return StreamResponse("text/plain; charset=utf-8", chunks)
 
     async def job_metrics(self, request: Request) -> Response:
-        job = self.store.get(self._job_id(request))
+        job = self.store.get(job_id_of(request))
         # Metrics come from the job's output: whoever may read its logs may read them.
         self.authorizer.require_manage(request.caller.uid, job, "read the metrics of")
         return Response(200, await self.metric_watch.job_metrics(job))

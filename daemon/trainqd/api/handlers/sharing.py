@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from pydantic import ValidationError
@@ -30,12 +30,10 @@ from trainq.core.wire import (
 )
 from trainqd.access.admission import check_change, check_running_limit
 from trainqd.access.identity import account
+from trainqd.api.handlers.common import Handlers, job_id_of
 from trainqd.api.routing import Request, Response, Route
 from trainqd.scheduling.removal import Removal
 from trainqd.store.rows import HOST, DrainRow, JobRow
-
-if TYPE_CHECKING:
-    from trainqd.api.handlers.jobs import Api
 
 log = structlog.get_logger("trainqd.sharing")
 
@@ -70,15 +68,15 @@ def _one_line(text: str, what: str) -> str:
 
 
 class SharingRoutes:
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Handlers, removal: Removal) -> None:
         self.api = api
-        self.removal = Removal(api.store, api.dirs.root)
+        self.removal = removal
 
     def _job(self, request: Request) -> JobRow:
-        return self.api.store.get(self.api._job_id(request))
+        return self.api.store.get(job_id_of(request))
 
     def _answer(self, job_id: int, request: Request) -> Response:
-        return Response(200, self.api._record(job_id, request.caller.uid))
+        return Response(200, self.api.record(job_id, request.caller.uid))
 
     # -- hold and release ----------------------------------------------------------------
 

@@ -16,12 +16,12 @@ from trainq.core.tuning import TuneRequest
 from trainq.core.wire import Owner, TrialRecord, TuneList, TuneRecord
 from trainqd.access.admission import admit
 from trainqd.access.identity import account
+from trainqd.api.handlers.common import Handlers
 from trainqd.api.routing import INT64_MAX, Request, Response, Route, decimal
 from trainqd.store.store import JobRow
 from trainqd.store.tunes import TrialRow, TuneRow
 
 if TYPE_CHECKING:
-    from trainqd.api.handlers.jobs import Api
     from trainqd.experiments.tuner import Tuner
 
 
@@ -41,7 +41,7 @@ def best_trial(tune: TuneRow, trials: list[TrialRow]) -> int | None:
 
 
 class TuneRoutes:
-    def __init__(self, api: Api, tuner: Tuner) -> None:
+    def __init__(self, api: Handlers, tuner: Tuner) -> None:
         self.api = api
         self.tuner = tuner
 

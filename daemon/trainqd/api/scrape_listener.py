@@ -20,8 +20,8 @@ import h11
 import structlog
 
 from trainqd.api.accepting import serve_connections
+from trainqd.api.metrics import CONTENT_TYPE
 from trainqd.config import listen_address
-from trainqd.observe.metrics import CONTENT_TYPE
 
 log = structlog.get_logger("trainqd.scrape")
 

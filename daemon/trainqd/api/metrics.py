@@ -4,7 +4,7 @@ Gauges are read from trainqd's state when a scraper asks (`StateCollector`), so 
 second copy of the jobs, GPUs or samples to keep in step. What happens over time (submits,
 retries, how long jobs waited, how long starting them took, how long API requests took) is
 counted by Counter and Histogram objects: the store's event rows are followed as the event
-stream's readers follow them, so the scheduler needs no hook but one for dispatch latency.
+stream's readers follow them; the launcher is given `dispatch.observe` for dispatch latency.
 The counters start from the store's totals (`Store.counter_totals`: the jobs, attempts and
 events kept, and what removed jobs added), so a restart does not reset them.
 
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 
 import anyio.lowlevel
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -29,10 +28,11 @@ from prometheus_client.registry import Collector
 from trainq.core.errors import NotFound
 from trainq.core.states import ACTIVE, JobState
 from trainqd.api.routing import Handler, Request, Response, Route, StreamResponse
+from trainqd.gpus.base import GpuDevice
+from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.outcomes import is_preemption
-
-if TYPE_CHECKING:
-    from trainqd.scheduling.scheduler import Scheduler
+from trainqd.scheduling.sampling import Sampler
+from trainqd.store.store import Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Queue waits run from seconds to days.
@@ -61,12 +61,13 @@ _REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 class StateCollector(Collector):
     """Gauges of trainqd's state as it is at scrape time."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
+    def __init__(self, store: Store, devices: Mapping[int, GpuDevice], sampler: Sampler) -> None:
+        self._store = store
+        self._devices = devices
+        self._sampler = sampler
 
     def collect(self) -> Iterable[Metric]:
-        scheduler = self.scheduler
-        store = scheduler.store
+        store = self._store
         jobs = GaugeMetricFamily("trainq_jobs", "Jobs by state and owner", labels=["state", "user"])
         for state, user, count in store.counts_by_user():
             jobs.add_metric([state, user], count)
@@ -80,7 +81,7 @@ class StateCollector(Collector):
 
         active = store.jobs(list(ACTIVE))
         holder = {gpu: job for job in active for gpu in job.gpus}
-        yield GaugeMetricFamily("trainq_gpus", "GPUs in the inventory", len(scheduler.devices))
+        yield GaugeMetricFamily("trainq_gpus", "GPUs in the inventory", len(self._devices))
         yield GaugeMetricFamily("trainq_gpus_allocated", "GPUs held by jobs", len(holder))
         yield GaugeMetricFamily(
             "trainq_cpu_slots_allocated",
@@ -92,12 +93,11 @@ class StateCollector(Collector):
 
     def _owner(self, job_id: int) -> str:
         try:
-            return self.scheduler.store.get(job_id).owner.user
+            return self._store.get(job_id).owner.user
         except NotFound:  # the job row is gone: its numbers count all the same
             return ""
 
     def _gpus(self, holder: Collection[int]) -> Iterable[Metric]:
-        scheduler = self.scheduler
         labels = ["gpu", "uuid"]
         total = GaugeMetricFamily("trainq_gpu_memory_total_mib", "GPU memory", labels=labels)
         allocated = GaugeMetricFamily(
@@ -112,8 +112,8 @@ class StateCollector(Collector):
         power = GaugeMetricFamily(
             "trainq_gpu_power_watts", "GPU power draw at the last sample", labels=labels
         )
-        samples = scheduler.sampler.gpus
-        for index, device in sorted(scheduler.devices.items()):
+        samples = self._sampler.gpus
+        for index, device in sorted(self._devices.items()):
             names = [str(index), device.uuid]
             total.add_metric(names, device.memory_total_mib)
             allocated.add_metric(names, 1 if index in holder else 0)
@@ -129,7 +129,6 @@ class StateCollector(Collector):
         yield from (total, allocated, utilization, memory, power)
 
     def _jobs(self) -> Iterable[Metric]:
-        scheduler = self.scheduler
         labels = ["job", "user"]
         utilization = GaugeMetricFamily(
             "trainq_job_gpu_utilization_percent",
@@ -144,7 +143,7 @@ class StateCollector(Collector):
         idle = GaugeMetricFamily(
             "trainq_job_gpu_idle", "1 when a running job's GPUs are flagged idle", labels=labels
         )
-        for job_id, use in sorted(scheduler.sampler.attempts.items()):
+        for job_id, use in sorted(self._sampler.attempts.items()):
             names = [str(job_id), self._owner(job_id)]
             idle.add_metric(names, 0 if use.idle.flagged_since is None else 1)
             latest = use.latest
@@ -160,10 +159,17 @@ class StateCollector(Collector):
 class Metrics:
     """trainqd's registry: the state collector plus the counters and histograms of events."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
+    def __init__(
+        self,
+        store: Store,
+        devices: Mapping[int, GpuDevice],
+        sampler: Sampler,
+        notifier: ChangeNotifier,
+    ) -> None:
+        self._store = store
+        self._notifier = notifier
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(StateCollector(scheduler))
+        self.registry.register(StateCollector(store, devices, sampler))
         self.submits = Counter(
             "trainq_jobs_submitted", "Jobs submitted", ["user"], registry=self.registry
         )
@@ -219,14 +225,13 @@ class Metrics:
             buckets=_LAG_BUCKETS,
             registry=self.registry,
         )
-        scheduler.dispatched = self.dispatch.observe
         self._queued_at: dict[int, float] = {}  # job -> when it last became PENDING
         self._seed()
 
     def _seed(self) -> None:
         """The counters start from the store's totals, not from zero at every start: taken
         with the last event's id, on the loop's thread, so no event is counted twice."""
-        store = self.scheduler.store
+        store = self._store
         totals = store.counter_totals()
         self._last_event = store.last_event_id()
         for user, jobs in totals.submitted.items():
@@ -251,7 +256,7 @@ class Metrics:
 
     def _follow_batch(self, limit: int = 1000) -> bool:
         """Count up to `limit` events stored since the last call; whether there were any."""
-        events = self.scheduler.store.events_since(self._last_event, limit=limit)
+        events = self._store.events_since(self._last_event, limit=limit)
         if events:
             for event in events:
                 self._last_event = event.id
@@ -280,13 +285,13 @@ class Metrics:
 
     def _user(self, job_id: int) -> str:
         try:
-            return self.scheduler.store.get(job_id).owner.user
+            return self._store.get(job_id).owner.user
         except NotFound:  # the job row is gone: counted all the same
             return ""
 
     async def run(self) -> None:
         """Follow the events for as long as trainqd runs."""
-        notifier = self.scheduler.notifier
+        notifier = self._notifier
         while True:
             changed = notifier.changed()
             # A batch per turn of the loop: a sweep of 10,000 jobs is 10,000 events.
