@@ -46,6 +46,8 @@ def read_runs(path: Path) -> tuple[list[tuple[float, float]], bool]:
     done = False
     with contextlib.suppress(FileNotFoundError):
         for line in path.read_text().splitlines():
+            if len(line.split()) != 2:
+                continue  # a stamp being written: whole at the next read
             what, micros = line.split()
             when = int(micros) / 1e6
             if what == "start":

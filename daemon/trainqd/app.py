@@ -197,6 +197,7 @@ def build(
         unrecorded=unrecorded,
         deadlines=deadlines,
         handoff=slurm,
+        started=metric_watch.started,
     )
     # Tuning experiments: their trials are jobs like any other (tuner.py).
     tuner = Tuner(

@@ -473,9 +473,11 @@ may_preempt = true
 """
 
 
-async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Path) -> None:
+async def test_a_job_behind_the_head_that_preempted_claims_its_victims_gpus_only(
+    tmp_path: Path,
+) -> None:
     """It preempted as a backfill for fair share: sorting first, it would take the head's
-    place, and with it the head's reservation."""
+    place, and with it the head's reservation; it claims the GPUs its victim frees."""
     async with running(tmp_path, config=SHARING) as world:
         users = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
 
@@ -493,7 +495,53 @@ async def test_a_job_behind_the_head_that_preempted_claims_nothing(tmp_path: Pat
         assert world.scheduler.waiting[short].kind == Wait.PREEMPTING_SHARE
         assert world.scheduler.waiting[head].kind == Wait.GPUS
         assert len(world.watcher.stops) == 1
-        assert world.daemon.policy.claims == {}
+        policy = world.daemon.policy
+        assert policy.claims == {}
+        ((victim, _, _),) = world.watcher.stops
+        assert policy.backfill_claims[short].victims == {victim}
+        for _ in range(3):  # planned again while the victim stops: nothing more preempted
+            world.plan()
+        assert len(world.watcher.stops) == 1
+        await world.watcher.end(victim, Outcome.PREEMPTED, 0)
+        world.plan()
+        assert world.state(short) == JobState.RUNNING
+        assert world.state(victim) == JobState.PENDING
+
+
+async def test_a_backfill_claim_cannot_be_kept_to_jump_the_queue_later(tmp_path: Path) -> None:
+    """Its owner holds and releases the job that preempted behind the head: any change to
+    the job ends its claim, so it cannot be kept to start first later."""
+    async with running(tmp_path, config=SHARING) as world:
+        users = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
+
+        def submit(owner: JobOwner, **spec: Any) -> int:
+            job = world.store.submit(JobSpec(command=["true"], **spec), owner, time.time())
+            world.scheduler.submitted(job)
+            return job.id
+
+        for _ in range(2):
+            submit(users[0], gpus=1, max_runtime_seconds=900)
+        world.plan()
+        head = submit(users[2], gpus=2)
+        short = submit(users[1], gpus=1, max_runtime_seconds=60)
+        world.plan()
+        policy = world.daemon.policy
+        assert short in policy.backfill_claims
+
+        def claimed(now: float) -> frozenset[int]:
+            active = world.store.jobs([JobState.RUNNING, JobState.STOPPING])
+            snapshot = policy.prepare(active, {}, now)
+            queue, _ = snapshot.jobs([world.store.get(short), world.store.get(head)], active)
+            return queue[0].backfill_claim
+
+        assert claimed(time.time())
+        world.store.set_hold(short, users[1].user, time.time(), "held")
+        world.store.set_hold(short, None, time.time(), "released")
+        assert not claimed(time.time())
+        assert short not in policy.backfill_claims
+        # The scheduler goes on: the head and the job plan as any others.
+        world.plan()
+        assert world.scheduler.waiting[head].kind == Wait.GPUS
 
 
 async def test_a_running_jobs_new_time_limit_reaches_its_monitor_and_the_planner(

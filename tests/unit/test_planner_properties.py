@@ -486,3 +486,46 @@ def test_a_job_that_preempted_goes_first_within_its_rank_on_the_gpus_its_victims
     high = job(3, 2, 2, "high")
     result = plan([victim, claiming, high], [], room(2), Limits(), NOW, sharing=share)
     assert result.order == [3, 2, 1]
+
+
+def test_a_job_that_preempted_behind_the_head_gets_the_gpus_its_victims_free() -> None:
+    """User 1 holds the box, user 3's 8-GPU head waits, and user 2's short job behind it
+    preempts for fair share. User 2 has used the most of late, so its job sorts after user
+    1's: the victim, queued again, would take its own GPU back, and the preemptor preempt
+    again. Its claim starts it first on the GPU its victim freed instead, and while its
+    victim stops the room it made is coming: nothing more is preempted for it."""
+    runs = [run(100 + n, 1, (n,), "shared", expected_end=NOW + 900) for n in range(8)]
+    head = job(1, 3, 8, "shared")
+    short = job(2, 2, 1, "shared", runtime_limit=60.0)
+    share = sharing(share_preemption=True, gpu_usage={2: 100 * LOOKAHEAD})
+    share = replace(share, preempt_after=10)
+    first = plan([head, short], runs, room(8), Limits(), NOW, sharing=share)
+    assert [(p.victim, p.for_job) for p in first.preemptions] == [(100, 2)]
+    claiming = replace(short, backfill_claim=frozenset({100}))
+
+    stopping = [replace(runs[0], stopping=True, expected_end=NOW + 30), *runs[1:]]
+    while_it_stops = plan([head, claiming], stopping, room(8), Limits(), NOW + 1, sharing=share)
+    assert not while_it_stops.preemptions
+    assert while_it_stops.waiting[2].kind == Wait.PREEMPTING_SHARE
+
+    again = replace(job(100, 1, 1, "shared", runtime_limit=30.0), submitted_at=NOW - 500)
+    later = NOW + 31
+    result = plan([head, again, claiming], runs[1:], room(8), Limits(), later, sharing=share)
+    assert started(result) == {2: (0,)}
+    assert result.waiting[100].kind == Wait.GPUS
+    assert not result.preemptions
+    # Without the claim the victim, before it in the order, takes its GPU back.
+    unclaimed = plan([head, again, short], runs[1:], room(8), Limits(), later, sharing=share)
+    assert started(unclaimed) == {100: (0,)}
+
+
+def test_a_refused_preemption_is_planned_again_when_a_victim_is_old_enough() -> None:
+    """No running job has run `min_runtime` yet: the plan says when the first will have, so
+    that the preemption is decided then rather than at the next unrelated event."""
+    runs = [run(100, 1, (0,), age=MIN_RUNTIME - 40), run(101, 1, (1,), age=MIN_RUNTIME - 10)]
+    result = plan([job(1, 2, 2, "high")], runs, room(2), Limits(), NOW, sharing=sharing())
+    assert not result.preemptions
+    assert result.wake_at == NOW + 10
+    ripe = plan([job(1, 2, 2, "high")], runs, room(2), Limits(), NOW + 40, sharing=sharing())
+    assert sorted(p.victim for p in ripe.preemptions) == [100, 101]
+    assert ripe.wake_at is None

@@ -111,14 +111,16 @@ def _open_regular(directory: Path, names: tuple[str, ...]) -> int | None:
     return inner
 
 
-def _read_lines(fd: int, offset: int, final: bool) -> tuple[list[str], int]:
-    """Whole lines from `offset` (up to READ_BUDGET bytes) and the offset after them. A line
+def _read_lines(
+    fd: int, offset: int, final: bool, budget: int = READ_BUDGET
+) -> tuple[list[str], int]:
+    """Whole lines from `offset` (up to `budget` bytes) and the offset after them. A line
     longer than MAX_LINE is cut there; at the attempt's end (`final`) an unterminated last
     line counts too."""
     size = os.fstat(fd).st_size
     if size < offset:  # truncated by its writer: read again from the start
         offset = 0
-    end = min(size, offset + READ_BUDGET)
+    end = min(size, offset + budget)
     lines: list[str] = []
     pending = b""
     position = offset
@@ -148,7 +150,8 @@ class AttemptReader:
     found: list[Pattern]
     metrics: AttemptMetrics
 
-    def read(self, *, final: bool = False) -> None:
+    def read(self, *, final: bool = False, budget: int = READ_BUDGET) -> None:
+        """`budget`: bytes of each source at most."""
         sources: list[tuple[str, Path, tuple[str, ...]]] = [
             (JSONL, self.ml_root, ("output", JSONL))
         ]
@@ -159,7 +162,7 @@ class AttemptReader:
             if fd is None:
                 continue
             try:
-                lines, after = _read_lines(fd, self.metrics.offsets.get(key, 0), final)
+                lines, after = _read_lines(fd, self.metrics.offsets.get(key, 0), final, budget)
             except OSError:
                 continue
             finally:

@@ -170,6 +170,12 @@ class Tuner:
         self._live: dict[int, _Live] = {}
         self._wake = anyio.Event()
         self._lock = anyio.Lock()
+        # Open trials' output is read as it is written, and their reports wake the tuner.
+        metric_watch.listeners.append(self._reported)
+
+    def _reported(self, job_id: int, number: int, snapshot: object) -> None:
+        if job_id in self._watch.closely:
+            self.wake()
 
     def wake(self) -> None:
         """Step the tunes now (a trial's attempt ended), not at the next poll."""
@@ -241,6 +247,7 @@ class Tuner:
         row = TrialRow(tune.id, number, job.id, params, "running", None, None, None, None)
         live.open[number] = _Trial(row, handle)
         live.asked += 1
+        self._watch.closely.add(job.id)
         self._submitted(job)
 
     async def _open(self, tune: TuneRow) -> _Live:
@@ -265,6 +272,7 @@ class Tuner:
             if row.state == "failed":
                 live.failures += 1
             await self._follow(live, trial, replaying=True)
+        self._watch.closely.update(trial.row.job_id for trial in live.open.values())
         return live
 
     async def _follow(self, live: _Live, trial: _Trial, *, replaying: bool = False) -> None:
@@ -442,12 +450,14 @@ class Tuner:
             )  # fmt: skip
         trial.told = True
         live.open.pop(trial.row.number, None)
+        self._watch.closely.discard(trial.row.job_id)
 
     async def _end(self, live: _Live, state: Any, reason: str) -> None:
         """End the tune; its trials still queued or running are stopped."""
         tune_reason = f"{STOPPED_BY_TUNE}{live.tune.id}: the tune ended"
         for trial in list(live.open.values()):
             row = trial.row
+            self._watch.closely.discard(row.job_id)
             if row.state == "running":
                 self.tunes.update_trial(
                     live.tune.id, row.number, "stopped", value=row.value, best=row.best,

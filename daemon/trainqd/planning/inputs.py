@@ -8,7 +8,7 @@ that cannot start can skip planning (Scheduler.submitted).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from trainq.core.states import JobState
@@ -50,6 +50,9 @@ class Snapshot:
     # their rank while the row is the same (policy.SharingPolicy.claims).
     claims: Mapping[int, JobRow]
     settings: planner.Sharing
+    # Jobs behind the head that running jobs were just preempted for, each with its row
+    # then and its victims: right after the head while the row is the same.
+    backfill_claims: Mapping[int, tuple[JobRow, frozenset[int]]] = field(default_factory=dict)
 
     def jobs(
         self, pending: Sequence[JobRow], active: Sequence[JobRow]
@@ -62,6 +65,7 @@ class Snapshot:
                 grace,
                 class_of(job, self.classes, self.default_class),
                 claiming=self.claims.get(job.id) is job,
+                backfill_claim=_backfill_claim(self.backfill_claims.get(job.id), job),
             )
             for job in pending
         ]
@@ -79,12 +83,17 @@ class Snapshot:
         return queue, running_jobs
 
 
+def _backfill_claim(claim: tuple[JobRow, frozenset[int]] | None, job: JobRow) -> frozenset[int]:
+    return claim[1] if claim is not None and claim[0] is job else frozenset()
+
+
 def queued(
     job: JobRow,
     default_grace: float,
     job_class: tuple[str, JobClass] = IMPLICIT,
     *,
     claiming: bool = False,
+    backfill_claim: frozenset[int] = frozenset(),
 ) -> planner.QueuedJob:
     """`job_class`: the job's class, its name and definition (sharing.py resolves it)."""
     remaining = remaining_runtime(job)
@@ -106,6 +115,7 @@ def queued(
         weight=defined.weight,
         may_preempt=defined.may_preempt,
         claiming=claiming,
+        backfill_claim=backfill_claim,
     )
 
 

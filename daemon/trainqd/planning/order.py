@@ -6,7 +6,7 @@ running job charges its owner while a plan is built, so that users' jobs interle
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from trainqd.planning.records import OrderKey, QueuedJob, RunningJob
 
@@ -88,3 +88,36 @@ class QueueOrder:
                 heapq.heapreplace(heap, self._entry(lane))
             else:
                 heapq.heappop(heap)
+
+
+class ClaimantsAfterHead:
+    """`ordered`, without the jobs of `started`, and with `claimants` (jobs with a backfill
+    claim, QueuedJob.backfill_claim) right after the head: the consumer sets `head_found`
+    once the last job it was given became the head. A claimant reached while there is no
+    head yet comes in its turn."""
+
+    def __init__(
+        self,
+        ordered: Iterable[QueuedJob],
+        claimants: Sequence[QueuedJob],
+        started: Collection[int] = (),
+    ) -> None:
+        self._ordered = ordered
+        self._waiting = sorted(claimants, key=queue_order)
+        self._given = set(started)
+        self.head_found = False
+
+    def __iter__(self) -> Iterator[QueuedJob]:
+        if not self._waiting and not self._given:
+            yield from self._ordered
+            return
+        for job in self._ordered:
+            if job.id not in self._given:
+                self._given.add(job.id)
+                yield job
+            if self._waiting and self.head_found:
+                for claimant in self._waiting:
+                    if claimant.id not in self._given:
+                        self._given.add(claimant.id)
+                        yield claimant
+                self._waiting = []

@@ -26,7 +26,9 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   do. GPUs already being freed by stopping jobs count first. With `share_preemption` (and
   fair share), jobs of the head's own rank may be taken too, from users who would still
   hold at least as many GPUs as the head's owner then (choose_victims); and a job behind
-  the head may take such GPUs as well, when it could then start as a backfill.
+  the head may take such GPUs as well, when it could then start as a backfill. Such a job
+  is then considered right after the head (QueuedJob.backfill_claim), so that the GPUs its
+  victims free are its own.
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
@@ -45,6 +47,7 @@ from dataclasses import dataclass
 from trainq.core.reasons import Wait, WaitReason
 from trainqd.planning.order import (
     LOOKAHEAD,
+    ClaimantsAfterHead,
     Lane,
     QueueOrder,
     committed,
@@ -66,7 +69,7 @@ from trainqd.planning.records import (
     Start,
 )
 from trainqd.planning.topology import choose_gpus
-from trainqd.planning.victims import choose_victims
+from trainqd.planning.victims import choose_victims, next_ripe
 
 # The planner's vocabulary, for the modules that give it inputs and read its plans.
 __all__ = [
@@ -171,6 +174,17 @@ def _held_by_limits(job: QueuedJob, pool: _Pool, limits: Limits) -> WaitReason |
     return None
 
 
+def _ready(job: QueuedJob, pool: _Pool, capacity: Capacity, limits: Limits, now: float) -> bool:
+    """Whether a GPU job may start now on the free GPUs, nothing else considered."""
+    return (
+        job.held_by is None
+        and not capacity.host_drained
+        and (job.not_before is None or job.not_before <= now)
+        and _held_by_limits(job, pool, limits) is None
+        and 0 < job.gpus <= len(pool.free_gpus)
+    )
+
+
 def _held(
     pool: _Pool, running: Sequence[RunningJob], preempted: Mapping[int, QueuedJob]
 ) -> Counter[int]:
@@ -184,6 +198,10 @@ def _held(
     for job in {j.id: j for j in preempted.values()}.values():
         held[job.owner_uid] += job.gpus
     return held
+
+
+def _earliest(when: float | None, other: float | None) -> float | None:
+    return other if when is None else when if other is None else min(when, other)
 
 
 def plan(
@@ -235,9 +253,32 @@ def plan(
         for r in running:
             lane = (r.owner_uid, bool(r.gpus))
             usage[lane] = usage.get(lane, 0.0) + committed(r, now)
+
+    # A job that preempted behind the head starts first within its rank once its victims'
+    # GPUs are free: jobs sorting before it (its victims, queued again, among them) would
+    # otherwise take them back. One that cannot start now waits right after the head, never
+    # in its place (which would take the head's reservation).
+    claimants = sorted((j for j in queue if j.backfill_claim), key=queue_order)
+    early: set[int] = set()
+    if claimants:
+        top = min((-j.boost, -j.weight) for j in queue)
+        for job in claimants:
+            if (-job.boost, -job.weight) != top or not _ready(job, pool, capacity, limits, now):
+                continue
+            gpus = choose_gpus(pool.free_gpus, job.gpus, capacity.distance)
+            assert gpus is not None  # _ready: there are enough free GPUs
+            end = math.inf if job.runtime_limit is None else now + job.runtime_limit
+            pool.take(job, gpus, end)
+            starts.append(Start(job.id, gpus))
+            order.append(job.id)
+            early.add(job.id)
+            if usage is not None:
+                lane = (job.owner_uid, True)
+                usage[lane] = usage.get(lane, 0.0) + expected_use(job.gpus, job.runtime_limit)
     ordered = QueueOrder(queue, usage)
 
-    for job in ordered:
+    turns = ClaimantsAfterHead(ordered, [j for j in claimants if j.id not in early], early)
+    for job in turns:
         order.append(job.id)
         if not 0 <= job.gpus <= managed:
             waiting[job.id] = WaitReason(Wait.TOO_BIG, gpus=job.gpus, host_gpus=managed)
@@ -253,7 +294,7 @@ def plan(
             continue
         if job.not_before is not None and job.not_before > now:
             waiting[job.id] = WaitReason(Wait.BACKOFF, until=job.not_before)
-            wake_at = job.not_before if wake_at is None else min(wake_at, job.not_before)
+            wake_at = _earliest(wake_at, job.not_before)
             continue
         held = _held_by_limits(job, pool, limits)
         if held is not None:
@@ -282,6 +323,7 @@ def plan(
             expected = None
             if head is None:
                 head = _reserve(job, pool)
+                turns.head_found = True
                 head_key = queue_order(job, ordered.used(job))
                 soon = head.time <= now + sharing.preempt_after
                 victims = None
@@ -296,6 +338,8 @@ def plan(
                         spared_users=limited,
                         held=_held(pool, running, preempted) if shares(job) else None,
                     )
+                if victims is None and job.may_preempt and not soon:
+                    wake_at = _earliest(wake_at, next_ripe(running, sharing, now))
                 if victims is not None:
                     preempt(victims, job)
                     stopping = [r for r in running if r.stopping or r in victims]
@@ -318,13 +362,19 @@ def plan(
                 # their share, when the job could then start as a backfill: ending before
                 # the head's reservation, or within its spare.
                 soon = _reserve(job, pool).time <= now + sharing.preempt_after
+                # The GPUs its own victims are freeing (it comes right after the head).
+                own = sum(
+                    len(set(r.gpus) & usable)
+                    for r in running
+                    if r.stopping and r.id in job.backfill_claim
+                )
                 victims = None
-                if head.admits(job.gpus, end) and not soon:
-                    # Its victims alone must make the room: the free GPUs and those being
+                if head.admits(job.gpus, end) and (own or not soon):
+                    # Its victims alone must make the room: the free GPUs and others being
                     # freed may go to jobs before it (the head first) or to later backfills.
                     victims = choose_victims(
                         job,
-                        free=0,
+                        free=own,
                         running=[r for r in running if r.id not in preempted and not r.stopping],
                         usable=usable,
                         sharing=sharing,
@@ -333,7 +383,9 @@ def plan(
                         held=_held(pool, running, preempted),
                         only_share=True,
                     )
-                if victims:
+                if victims is None and head.admits(job.gpus, end) and not soon:
+                    wake_at = _earliest(wake_at, next_ripe(running, sharing, now))
+                if victims is not None:  # [] when its own victims' GPUs are enough
                     preempt(victims, job)
                     head = head.beside(job.gpus, end)
                     waiting[job.id] = WaitReason(Wait.PREEMPTING_SHARE, gpus=job.gpus, free=free)

@@ -69,6 +69,9 @@ class SharingPolicy:
         # Any change to the job (held, updated, started, stopped) replaces its row and so
         # ends the claim: it cannot be kept to jump the queue later.
         self.claims: dict[int, Claim] = {}
+        # The same for a job behind the head that preempted for fair share as a backfill:
+        # the plan considers it right after the head (planner.QueuedJob.backfill_claim).
+        self.backfill_claims: dict[int, Claim] = {}
         self._order: list[int] = []  # the last plan's queue, in order
         self._places: dict[int, int] | None = None
         self._starts: dict[int, float] = {}  # running job -> its attempt's start
@@ -135,11 +138,12 @@ class SharingPolicy:
         self.share_preemptors.review(
             active, self._starts, self._store.unfinished, self._store.attempts, now
         )
-        for job_id, claim in list(self.claims.items()):
-            if claim.victims & self.stop_due.keys():
-                claim.until = max(claim.until, now + CLAIM_SLACK)
-            if claim.until <= now or self._store.unfinished(job_id) is not claim.row:
-                del self.claims[job_id]
+        for claims in (self.claims, self.backfill_claims):
+            for job_id, claim in list(claims.items()):
+                if claim.victims & self.stop_due.keys():
+                    claim.until = max(claim.until, now + CLAIM_SLACK)
+                if claim.until <= now or self._store.unfinished(job_id) is not claim.row:
+                    del claims[job_id]
         usage = self.usage.usage(self._running(active, now), now)
         return plan_inputs.Snapshot(
             classes=self.classes,
@@ -149,6 +153,10 @@ class SharingPolicy:
             attempt_starts=dict(self._starts),
             stop_due=dict(self.stop_due),
             claims={job_id: claim.row for job_id, claim in self.claims.items()},
+            backfill_claims={
+                job_id: (claim.row, frozenset(claim.victims))
+                for job_id, claim in self.backfill_claims.items()
+            },
             settings=planner.Sharing(
                 fair=self.usage.enabled,
                 gpu_usage=usage.gpu,
@@ -170,8 +178,9 @@ class SharingPolicy:
         self._order = [j for j in result.order if j not in started and j not in held]
         self._gpu_usage = result.gpu_usage
         self._places = None
-        # Only the head claims: a job behind it that preempted for fair share (as a backfill)
-        # sorting first would take the head's place and its reservation.
+        # The head claims its place first within its rank; a job behind it that preempted
+        # for fair share (as a backfill) sorting first would take the head's place and its
+        # reservation, so it claims only the place right after the head.
         head = None if result.head_key is None else result.head_key[-1]
         for preemption in result.preemptions:
             if preemption.victim in self.stop_due:
@@ -189,11 +198,9 @@ class SharingPolicy:
             if why is not None and why.kind == Wait.PREEMPTING_SHARE:
                 self.share_preemptors.preempted_for(for_job, now)
             if for_job.id == head:
-                claim = self.claims.get(for_job.id)
-                if claim is None or claim.row is not for_job:
-                    claim = self.claims[for_job.id] = Claim(for_job, set(), 0.0)
-                claim.victims.add(preemption.victim)
-                claim.until = max(claim.until, due + CLAIM_SLACK)
+                _claim(self.claims, for_job, preemption.victim, due)
+            elif why is not None and why.kind == Wait.PREEMPTING_SHARE:
+                _claim(self.backfill_claims, for_job, preemption.victim, due)
             log.info(
                 "preempted",
                 job_id=preemption.victim,
@@ -233,6 +240,15 @@ class SharingPolicy:
             for job in jobs
         ]
         return fairshare.user_shares(usage, loads)
+
+
+def _claim(claims: dict[int, Claim], for_job: JobRow, victim: int, due: float) -> None:
+    """`victim` was preempted for `for_job`, its grace over at `due` at the latest."""
+    claim = claims.get(for_job.id)
+    if claim is None or claim.row is not for_job:
+        claim = claims[for_job.id] = Claim(for_job, set(), 0.0)
+    claim.victims.add(victim)
+    claim.until = max(claim.until, due + CLAIM_SLACK)
 
 
 def _gpu_count(gpus_json: str) -> int:

@@ -31,6 +31,11 @@ class QueuedJob:
     # so that the GPUs they free are its own and not taken again by a job of that rank
     # before it, its victims included.
     claiming: bool = False
+    # Running jobs (these ids) were just preempted for it behind the head, as a backfill:
+    # it is considered right after the head, so that the GPUs they free go to it rather
+    # than to jobs sorting before it (its victims, queued again, among them), and their
+    # stopping is its room coming, not a reason to preempt again.
+    backfill_claim: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,9 @@ class Preemption:
 class Plan:
     starts: list[Start] = field(default_factory=list)
     waiting: dict[int, WaitReason] = field(default_factory=dict)  # job id -> why it waits
-    wake_at: float | None = None  # plan again then: a held job becomes startable
+    # Plan again then: a job in backoff becomes startable, or a running job old enough to
+    # be preempted for a job that waits.
+    wake_at: float | None = None
     preemptions: list[Preemption] = field(default_factory=list)
     # The queue's job ids in order (`trainq ls`'s place); not part of the decision.
     order: list[int] = field(default_factory=list, compare=False)

@@ -85,3 +85,19 @@ def choose_victims(
             chosen.remove(victim)
             coming = without
     return chosen
+
+
+def next_ripe(running: Sequence[RunningJob], sharing: Sharing, now: float) -> float | None:
+    """When the next running job that may be preempted but is too young now (it has not
+    run `min_runtime` in its attempt) becomes old enough: a preemption refused for want of
+    victims is worth deciding again then, not at the next unrelated event."""
+    ripe = [
+        r.attempt_started + sharing.min_runtime
+        for r in running
+        if r.preemptible
+        and r.gpus
+        and not r.stopping
+        and r.attempt_started is not None
+        and r.attempt_started + sharing.min_runtime > now
+    ]
+    return min(ripe, default=None)

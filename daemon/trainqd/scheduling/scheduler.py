@@ -119,11 +119,14 @@ class Scheduler:
         unrecorded: Backlog,
         deadlines: dict[int, float],
         handoff: Handoff | None = None,
+        started: Callable[[list[int]], None] = lambda job_ids: None,
     ) -> None:
         """`take_over(watcher)`: at start, before the first plan, what an earlier trainqd
         left running (reconcile.py, or the Slurm back end's). `deadlines`: when each running
         attempt's time limit falls due (its monitor enforces it, the planner only reckons
-        with it to know when GPUs come free), shared with the parts that set them."""
+        with it to know when GPUs come free), shared with the parts that set them.
+        `started(job_ids)`: told of the jobs each round started (a tune's trials are then
+        read from their first report, experiments/metric_watch.py)."""
         self.config = config
         self.store = store
         self.gpus = gpus
@@ -140,6 +143,7 @@ class Scheduler:
         self.unrecorded = unrecorded  # attempt ends the full disk kept out of the database
         self.deadlines = deadlines
         self.handoff = handoff
+        self._started = started
         self.waiting: dict[int, WaitReason] = {}  # why each pending job waits, from the last plan
         self._usage: tuple[float, list[GpuUsage]] | None = None
         # Jobs being stopped a batch at a time (`stop_many`): planned for no start meanwhile.
@@ -279,6 +283,8 @@ class Scheduler:
             except DiskFull:  # the job waits, PENDING, until its start can be recorded
                 log.warning("disk full: a job's start is put off", job_id=start.job_id)
                 self._launch_retry_at = now + FIRST_PAUSE
+        if starts:
+            self._started([start.job_id for start in starts])
         self._left = plan_inputs.left_after(
             planned.capacity, result, planned.pending, self.store.jobs(list(ACTIVE))
         )
