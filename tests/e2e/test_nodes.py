@@ -273,19 +273,27 @@ def test_every_node_gets_the_channels(daemon: Daemon, tmp_path: Path) -> None:
     assert not (files / "planted").exists()
 
 
-# Each node checkpoints at /opt/ml/checkpoints, as SageMaker code does; the first attempt
-# then fails on rank 0 with a transient status, and the retry prints what each node finds.
+# Each node checkpoints at /opt/ml/checkpoints, as SageMaker code does; in the first
+# attempt rank 0 waits for rank 1 to have checkpointed (it connects), then fails with a
+# transient status; the retry prints what each node finds.
 RESUME = """
-import os, sys
+import os, socket, sys, time
 state = "/opt/ml/checkpoints/state"
 me, attempt = os.environ["SM_CURRENT_HOST"], os.environ["TRAINQ_ATTEMPT"]
+rank, port = int(os.environ["TRAINQ_NODE_RANK"]), int(os.environ["PADDLE_PORT"])
 if os.path.exists(state):
     print("resumed", open(state).read())
-else:
-    open(state, "w").write(f"{me} at attempt {attempt}")
-    print("fresh")
-if attempt == "1" and os.environ["TRAINQ_NODE_RANK"] == "0":
+    sys.exit(0)
+open(state, "w").write(f"{me} at attempt {attempt}")
+if rank == 0:
+    socket.create_server((me, port)).accept()
     sys.exit(139)
+for _ in range(1200):
+    try:
+        socket.create_connection(("algo-1", port)).close()
+        break
+    except OSError:
+        time.sleep(0.05)
 """
 
 
