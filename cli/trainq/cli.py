@@ -480,6 +480,10 @@ def logs(
         int | None,
         typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
     ] = None,
+    node: Annotated[
+        int | None,
+        typer.Option(metavar="N", parser=ATTEMPT, help="a job of several nodes: node N's"),
+    ] = None,
     tail: Annotated[
         int | None,
         typer.Option(
@@ -511,7 +515,7 @@ def logs(
     stream = "stdout" if stdout else "stderr" if stderr else "both"
     return _parsed(
         ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt,
-        tail=tail, since=since, timestamps=timestamps,
+        tail=tail, since=since, timestamps=timestamps, node=node,
     )  # fmt: skip
 
 

@@ -56,6 +56,7 @@ def query_for(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
         "tail": tail,
         "since": None if args.since is None else since_unix(args.since, now),
         "stamps": True if args.timestamps else None,
+        "node": getattr(args, "node", None),
     }
 
 

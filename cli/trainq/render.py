@@ -364,6 +364,12 @@ def _ordered(
     return named + [key for key in record if key not in named and key not in skipped]
 
 
+def _node_line(node: Mapping[str, Any]) -> str:
+    """A node of a job of several nodes: `algo-2 (workers, GPUs 2,3)`."""
+    gpus = ",".join(str(index) for index in node.get("gpus") or []) or "-"
+    return f"{node.get('name', '?')} ({node.get('group', '?')}, GPUs {gpus})"
+
+
 def _field_value(key: str, value: Any, opts: RenderOptions) -> str:
     if key in _TIME_FIELDS:
         return format_time(value, opts.now, opts.tz)
@@ -373,6 +379,8 @@ def _field_value(key: str, value: Any, opts: RenderOptions) -> str:
         return shlex.join(str(arg) for arg in value)
     if key == "gpus" and isinstance(value, list):
         return ",".join(str(index) for index in value) or "-"
+    if key == "nodes" and isinstance(value, list):
+        return "; ".join(_node_line(node) for node in value if isinstance(node, dict))
     if key.endswith("_seconds") and isinstance(value, int | float) and not isinstance(value, bool):
         return f"{value:g} ({format_duration(value)})" if value >= 60 else f"{value:g}"
     return compact(value)

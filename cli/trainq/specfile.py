@@ -66,6 +66,7 @@ class SubmitFlags(NamedTuple):
     source_dir: str | None = None
     snapshot: bool | None = None  # --snapshot / --no-snapshot
     metrics: Sequence[tuple[str, str]] = ()  # --metric NAME=REGEX
+    instance_count: int | None = None  # --nodes
 
 
 class SpecFlag(NamedTuple):
@@ -233,6 +234,10 @@ SPEC_FLAGS = (
     SpecFlag("name", "name", "--name", str | None, "job name (letters, digits, '.', '_', '-')"),
     SpecFlag(
         "gpus", "gpus", "--gpus", int | None, "whole GPUs the job needs", "N", parse_whole_number
+    ),
+    SpecFlag(
+        "nodes", "instance_count", "--nodes", int | None,
+        "nodes started together (each with --gpus GPUs)", "N", parse_whole_number,
     ),
     SpecFlag(
         "priority", "priority", "--priority", int | None,
@@ -426,6 +431,7 @@ def build_spec(
     scalars = {
         "name": flags.name,
         "gpus": flags.gpus,
+        "instance_count": flags.instance_count,
         "priority": flags.priority,
         "class": flags.job_class,
         "max_runtime_seconds": flags.max_runtime_seconds,

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import Daemon, scratch_dir, supervised
+from trainq.core.nodes import layout
+from trainq.core.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -111,3 +114,16 @@ def test_the_python_example_runs_as_written(readme_daemon: Daemon, clone: Path) 
     lines: list[Any] = done.stdout.splitlines()
     assert lines[:3] == [f"lr-{lr} COMPLETED 0" for lr in (0.01, 0.003, 0.001)]
     assert "model y = " in done.stdout  # the first job's logs
+
+
+def test_the_several_nodes_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
+    text = section("Several nodes")
+    [commands] = blocks(text, "sh")
+    done = run(commands, readme_daemon, clone)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "algo-1: the 2 trainers' ranks sum to 3" in done.stdout
+    # The heterogeneous job's spec file is one trainqd takes.
+    [spec_file] = blocks(text, "toml")
+    spec = parse_spec(tomllib.loads(spec_file))
+    assert [n.group for n in layout(spec)] == ["pservers"] * 2 + ["trainers"] * 2
+    assert spec.total_gpus == 4

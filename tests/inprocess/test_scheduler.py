@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.support.inprocess import ME, World, running
+from tests.support.inprocess import ME, PREEMPTING, World, running
 from trainq.core.errors import Conflict
 from trainq.core.outcomes import Outcome
 from trainq.core.reasons import Wait
@@ -173,19 +173,6 @@ async def test_trainqs_own_stop_of_an_idle_job_uses_the_jobs_grace(tmp_path: Pat
         await world.watcher.end(job, Outcome.STOPPED, 0)
         assert world.state(job) == JobState.STOPPED
         assert world.store.get(job).stop_reason == reason
-
-
-PREEMPTING = """
-preempt_after_seconds = 0
-min_runtime_before_preemption_seconds = 0
-default_stop_grace_seconds = 7
-default_class = "low"
-[classes.low]
-preemptible = true
-[classes.high]
-weight = 10
-may_preempt = true
-"""
 
 
 async def test_a_victim_is_preempted_once_and_queued_again_keeping_its_place(

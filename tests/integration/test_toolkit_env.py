@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.daemon import Daemon, trainer
+from tests.support.toolkit import EXCUSED
 
 HYPERPARAMETERS = {
     "lr": "0.1",
@@ -31,11 +32,6 @@ HYPERPARAMETERS = {
     "sagemaker_mpi_enabled": "true",
     "sagemaker_mpi_num_of_processes_per_host": "1",
 }
-
-# Where the toolkit and trainq may disagree, and why. With no GPU given, the toolkit's
-# count (what `nvidia-smi` lists: nothing on this machine) and the job's agree, so nothing
-# is excused here; on a GPU host SM_NUM_GPUS is the job's own count by design.
-EXCUSED: dict[str, str] = {}
 
 
 def run_toolkit_job(daemon: Daemon, tmp_path: Path) -> dict[str, Any]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,40 +16,10 @@ import pytest
 
 from tests.support.accounts import ADMINS, Accounts
 from tests.support.daemon import Daemon, python_job, running_daemon
+from tests.support.gpu_devices import ALLOWED, DENIED, NVIDIA_MAJOR
 from tests.support.users import submit_as, trainq_as
-from trainqd.monitor import devices
 
 pytestmark = pytest.mark.multiuser
-
-NVIDIA_MAJOR = 195
-ALLOWED = "ENXIO"  # the cgroup let the open through; no driver answers
-DENIED = "EPERM"  # the devices cgroup refused it
-
-
-@contextmanager
-def gpu_daemon(shared_dir: Path, env: dict[str, str]) -> Iterator[tuple[Daemon, list[str]]]:
-    """A root trainqd with four simulated GPUs whose device nodes it makes itself, in a
-    directory the test users can reach: nvidia0..3 and nvidiactl, as the NVIDIA driver
-    makes them."""
-    nodes = shared_dir / "dev"
-    config = {"admin_group": ADMINS, "fake_gpu_device_dir": str(nodes)}
-    with running_daemon(gpus="fake:4", config=config, env=env) as daemon:
-        yield daemon, [str(nodes / f"nvidia{n}") for n in range(4)] + [str(nodes / "nvidiactl")]
-    # Gone again at trainqd's clean shutdown, directory and all: trainqd made them.
-    assert not nodes.exists()
-
-
-@pytest.fixture
-def gpu_host(accounts: Accounts, shared_dir: Path) -> Iterator[tuple[Daemon, list[str]]]:
-    with gpu_daemon(shared_dir, {}) as host:
-        yield host
-
-
-@pytest.fixture
-def bpf_gpu_host(accounts: Accounts, shared_dir: Path) -> Iterator[tuple[Daemon, list[str]]]:
-    """As gpu_host, with the devices cgroup v1 left out: the eBPF program confines alone."""
-    with gpu_daemon(shared_dir, {devices.NO_V1_ENV: "1"}) as host:
-        yield host
 
 
 def probe(daemon: Daemon, accounts: Accounts, shared_dir: Path, nodes: list[str], gpus: int) -> Any:

@@ -166,6 +166,11 @@ class Engine:
         if names:
             done = self.run("rm", "--force", "--volumes", "--time", "0", *names)
             assert done.returncode == 0, done.stderr
+        # And the networks of jobs of several nodes whose monitors a test killed.
+        listed = self.run("network", "ls", "--format", "{{.Name}}").stdout.split()
+        networks = [name for name in listed if name.startswith(CONTAINER_PREFIX)]
+        if networks:
+            self.run("network", "rm", "--force", *networks)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from tests.support.waiting import wait_for
-from trainqd.monitor import cgroup
+from trainqd.monitor import cgroup, netns
 
 BIN = Path(sys.executable).parent
 TRAINQD = str(BIN / "trainqd")
@@ -229,6 +229,12 @@ def kill_all_jobs(daemon: Daemon) -> None:
         if marker.encode() in env or marker.encode() in cmdline or log.startswith(marker):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(proc_dir.name), signal.SIGKILL)
+    # The bridges of its jobs of several nodes (monitor/netns.py) whose monitors died here.
+    jobs = daemon.state_dir / "jobs"
+    for attempt in jobs.glob("*/attempts/*/nodes"):
+        job_id, number = attempt.parent.parent.parent.name, attempt.parent.name
+        if job_id.isdigit() and number.isdigit():
+            netns.remove(netns.bridge_name(str(jobs), int(job_id), int(number)))
     # And what is left in its attempts' cgroups (a process that shed the marks), then those.
     with contextlib.suppress(cgroup.Unavailable, OSError):
         tree = cgroup.subtree(str(daemon.state_dir / "jobs"))

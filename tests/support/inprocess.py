@@ -136,3 +136,17 @@ async def start(
     daemon = build_for(tmp, store, watchers, config_text)
     await tg.start(daemon.run)
     return World(tmp, store, daemon, watchers.made)
+
+
+# Sharing settings of the preemption tests: every job may be preempted at once.
+PREEMPTING = """
+preempt_after_seconds = 0
+min_runtime_before_preemption_seconds = 0
+default_stop_grace_seconds = 7
+default_class = "low"
+[classes.low]
+preemptible = true
+[classes.high]
+weight = 10
+may_preempt = true
+"""

@@ -276,3 +276,16 @@ def test_export_takes_every_flag_submit_sets_the_spec_with(
     assert (metric["name"], metric["regex"]) == ("loss", "loss (\\S+)")
     assert (spec["source_dir"], spec["snapshot"]) == (str(in_tmp / "src"), False)
     assert (spec["notify"], spec["mail"]) == (["notify-send", "done"], ["END"])
+
+
+def test_nodes_flag_to_kubernetes(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    status, out, err = trainq(
+        stub, capsys, "export", "--to", "kubernetes", "--image", "registry.example/ddp:1",
+        "--name", "ddp", "--nodes", "3", "--gpus", "2",
+    )  # fmt: skip
+    assert status == 0, err
+    items = {item["kind"]: item for item in json.loads(out)["items"]}
+    assert items["Job"]["spec"]["completions"] == 3
+    assert items["Service"]["metadata"]["name"] == "ddp"

@@ -9,14 +9,14 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from kubernetes_validate.utils import all_versions, major_minor
 
+from tests.support.exports import (
+    LAST_THREE,
+)
 from trainq.core.export import Unsupported, kubernetes
 from trainq.core.spec import JobSpec, parse_spec
 from trainqd.attempts import contract
 from trainqd.monitor.mlroot import ML_DIRS
-
-LAST_THREE = sorted({major_minor(v) for v in all_versions()})[-3:]
 
 
 def spec(**fields: object) -> JobSpec:

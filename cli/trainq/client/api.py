@@ -161,9 +161,11 @@ class Api(Transport):
         tail: int | None = None,
         since: float | None = None,
         stamps: bool | None = None,
+        node: int | None = None,
     ) -> ResponseStream:
         """GET /v1/jobs/{id}/logs as it comes: raw output, or with `stamps` JSON lines of
-        `{"time", "stream", "text"}`; `since` is Unix time."""
+        `{"time", "stream", "text"}`; `since` is Unix time; `node`: a job of several nodes'
+        node N's (the first's without it)."""
         query: dict[str, QueryValue] = {
             "follow": follow,
             "stream": stream,
@@ -171,6 +173,7 @@ class Api(Transport):
             "tail": tail,
             "since": None if since is None else f"{since:.6f}",
             "stamps": stamps,
+            "node": node,
         }
         return self.stream("GET", f"/v1/jobs/{int(job_id)}/logs", query)
 

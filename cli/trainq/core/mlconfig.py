@@ -16,19 +16,24 @@ CURRENT_HOST = "algo-1"
 INSTANCE_GROUP = "homogeneousCluster"
 
 
-def resource_config() -> dict[str, Any]:
+def resource_config(
+    current_host: str = CURRENT_HOST,
+    groups: dict[str, list[str]] | None = None,
+    current_group: str = INSTANCE_GROUP,
+    interface: str = "lo",
+) -> dict[str, Any]:
+    """resourceconfig.json of `current_host`; `groups`: each instance group's hosts, in order
+    (a job of one node: one group of one host); `interface`: the one its peers are on."""
+    groups = groups or {INSTANCE_GROUP: [CURRENT_HOST]}
     return {
-        "current_host": CURRENT_HOST,
-        "hosts": [CURRENT_HOST],
-        "network_interface_name": "lo",
+        "current_host": current_host,
+        "hosts": [host for hosts in groups.values() for host in hosts],
+        "network_interface_name": interface,
         "current_instance_type": "local",
-        "current_group_name": INSTANCE_GROUP,
+        "current_group_name": current_group,
         "instance_groups": [
-            {
-                "instance_group_name": INSTANCE_GROUP,
-                "instance_type": "local",
-                "hosts": [CURRENT_HOST],
-            }
+            {"instance_group_name": name, "instance_type": "local", "hosts": list(hosts)}
+            for name, hosts in groups.items()
         ],
     }
 
@@ -46,10 +51,13 @@ def input_data_config(spec: JobSpec) -> dict[str, dict[str, str]]:
     return config
 
 
-def config_files(spec: JobSpec) -> dict[str, str]:
-    """input/config/*.json, relative to the ml root. Hyperparameters are strings, always."""
+def config_files(spec: JobSpec, resources: dict[str, Any] | None = None) -> dict[str, str]:
+    """input/config/*.json, relative to the ml root. Hyperparameters are strings, always.
+    `resources`: a node's resourceconfig.json (a job of one node: `resource_config()`)."""
     return {
         "input/config/hyperparameters.json": json.dumps(spec.hyperparameters, indent=1),
         "input/config/inputdataconfig.json": json.dumps(input_data_config(spec), indent=1),
-        "input/config/resourceconfig.json": json.dumps(resource_config(), indent=1),
+        "input/config/resourceconfig.json": json.dumps(
+            resources if resources is not None else resource_config(), indent=1
+        ),
     }

@@ -70,6 +70,9 @@ MAX_COMMAND_ARGS = 4096
 MAX_ARG_BYTES = 128 * 1024 - 1
 
 TRANSIENT_EXIT_CODES = (6, 134, 11, 139)
+# A job of several nodes (README.md, "Several nodes"): far above what one box holds.
+MAX_NODES = 64
+MAX_INSTANCE_GROUPS = 16
 
 
 def check_name(kind: str, value: str) -> str:
@@ -182,6 +185,65 @@ class MetricDefinition(_Strict):
         return value
 
 
+def check_environment(value: dict[str, str]) -> dict[str, str]:
+    """A job's (or an instance group's) own variables: names, sizes, none of trainq's."""
+    if len(value) > MAX_ENV_VARS:
+        raise ValueError(
+            f"{len(value)} environment variables; a job may set at most {MAX_ENV_VARS}"
+        )
+    for key, text in value.items():
+        if not ENV_NAME_RE.match(key):
+            raise ValueError(f"environment variable name {key!r} is not valid")
+        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
+            raise ValueError(f"environment variable {key} is set by trainq itself")
+        if "\0" in text:
+            raise ValueError(f"environment variable {key} may not contain a NUL byte")
+        if len(text.encode()) > MAX_ENV_VALUE:
+            raise ValueError(f"environment variable {key} is longer than {MAX_ENV_VALUE} bytes")
+    total = sum(len(k) + len(v.encode()) + 2 for k, v in value.items())
+    if total > MAX_ENV_TOTAL:
+        raise ValueError(f"the environment takes {total} bytes, over {MAX_ENV_TOTAL}")
+    return value
+
+
+class InstanceGroup(_Strict):
+    """One group of a heterogeneous job (SageMaker's InstanceGroups): `instance_count` nodes
+    of `gpus` GPUs each, running the job's command (or image) unless it gives its own."""
+
+    name: str
+    instance_count: Annotated[StrictInt, Field(ge=1, le=MAX_NODES)]
+    gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
+    command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)] | None = None
+    image: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    # restart = "node": the job completes when this group's nodes have exited 0.
+    primary: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_name("instance group", value)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value[0] or any("\0" in arg for arg in value)):
+            raise ValueError("a group's command is a program, then its arguments, without NUL")
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str | None) -> str | None:
+        if value is not None and not IMAGE_RE.match(value):
+            raise ValueError(f"image {value!r} is not an image reference")
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_environment(value)
+
+
 class JobSpec(_Strict):
     """A training job as submitted. Exactly one of `command` and `image`."""
 
@@ -233,6 +295,15 @@ class JobSpec(_Strict):
     # so that what runs is what was submitted; False runs the directory as it is at start.
     source_dir: str | None = None
     snapshot: bool | None = None
+
+    # Several nodes (trainq.core.nodes): `instance_count` nodes of `gpus` GPUs each, or the
+    # `instance_groups`; `restart` is what a failing node takes down: the attempt ("job",
+    # SageMaker's rule) or itself alone ("node", AI Platform's).
+    instance_count: Annotated[StrictInt, Field(ge=1, le=MAX_NODES)] = 1
+    instance_groups: Annotated[list[InstanceGroup], Field(max_length=MAX_INSTANCE_GROUPS)] = Field(
+        default_factory=list
+    )
+    restart: Literal["job", "node"] = "job"
 
     @field_validator("source_dir")
     @classmethod
@@ -334,23 +405,7 @@ class JobSpec(_Strict):
     @field_validator("environment")
     @classmethod
     def _environment(cls, value: dict[str, str]) -> dict[str, str]:
-        if len(value) > MAX_ENV_VARS:
-            raise ValueError(
-                f"{len(value)} environment variables; a job may set at most {MAX_ENV_VARS}"
-            )
-        for key, text in value.items():
-            if not ENV_NAME_RE.match(key):
-                raise ValueError(f"environment variable name {key!r} is not valid")
-            if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
-                raise ValueError(f"environment variable {key} is set by trainq itself")
-            if "\0" in text:
-                raise ValueError(f"environment variable {key} may not contain a NUL byte")
-            if len(text.encode()) > MAX_ENV_VALUE:
-                raise ValueError(f"environment variable {key} is longer than {MAX_ENV_VALUE} bytes")
-        total = sum(len(k) + len(v.encode()) + 2 for k, v in value.items())
-        if total > MAX_ENV_TOTAL:
-            raise ValueError(f"the environment takes {total} bytes, over {MAX_ENV_TOTAL}")
-        return value
+        return check_environment(value)
 
     @field_validator("metric_definitions")
     @classmethod
@@ -401,6 +456,57 @@ class JobSpec(_Strict):
                         f"{ENV_FILE_LINE_LIMIT} bytes with its name"
                     )
         return self
+
+    @model_validator(mode="after")
+    def _nodes(self) -> JobSpec:
+        """One line for a layout of nodes no host could run (trainq.core.nodes lays it out)."""
+        groups = self.instance_groups
+        several = self.node_count > 1 or bool(groups)
+        if self.network is not None and self.network != "bridge" and several:
+            raise ValueError(
+                f"network {self.network!r}: the nodes of a job meet on a network of its own"
+            )
+        if not groups:
+            if self.restart == "node" and self.instance_count == 1:
+                raise ValueError('restart = "node" applies to jobs of several nodes')
+            return self
+        if self.instance_count != 1:
+            raise ValueError("give instance_count per instance group, not for the whole job")
+        if self.gpus:
+            raise ValueError("give gpus per instance group, not for the whole job")
+        seen: set[str] = set()
+        for group in groups:
+            if group.name in seen:
+                raise ValueError(f"instance group {group.name!r} is named twice")
+            seen.add(group.name)
+            if group.command is not None and self.command is None:
+                raise ValueError(
+                    f"instance group {group.name!r} gives a command to a container job (give image)"
+                )
+            if group.image is not None and self.image is None:
+                raise ValueError(
+                    f"instance group {group.name!r} gives an image to a subprocess job "
+                    "(give command)"
+                )
+        total = sum(g.instance_count for g in groups)
+        if total > MAX_NODES:
+            raise ValueError(f"the instance groups hold {total} nodes; a job may have {MAX_NODES}")
+        if all(g.primary for g in groups):
+            raise ValueError("every instance group is primary: mark the ones the job waits for")
+        return self
+
+    @property
+    def total_gpus(self) -> int:
+        """The GPUs of all its nodes together: what the planner places, whole."""
+        if self.instance_groups:
+            return sum(g.instance_count * g.gpus for g in self.instance_groups)
+        return self.instance_count * self.gpus
+
+    @property
+    def node_count(self) -> int:
+        if self.instance_groups:
+            return sum(g.instance_count for g in self.instance_groups)
+        return self.instance_count
 
     @property
     def runtime(self) -> Literal["subprocess", "container"]:

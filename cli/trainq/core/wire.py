@@ -48,6 +48,17 @@ class AttemptRecord(_Wire):
     opt_ml: bool | None = None
 
 
+class NodeRecord(_Wire):
+    """One node of a job of several nodes: its host name, rank, instance group, its share of
+    the job's GPUs (while it runs) and its ml root (its logs: `trainq logs --node`)."""
+
+    name: str
+    rank: int
+    group: str
+    gpus: list[int] = Field(default_factory=list)
+    job_dir: str
+
+
 class JobRecord(_Wire):
     id: int
     name: str
@@ -80,6 +91,8 @@ class JobRecord(_Wire):
     # STOPPED by its time limit: `ls` and `show` say TIMEOUT, `wait` exits 9. Its own field,
     # not a state, so clients that know the states keep working.
     timed_out: bool = False
+    # A job of several nodes: each node (README.md, "Several nodes"); empty for one node.
+    nodes: list[NodeRecord] = Field(default_factory=list)
     spec: JobSpec
 
 

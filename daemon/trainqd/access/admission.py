@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
+from trainq.core.nodes import is_gang
 from trainq.core.spec import JobSpec
 from trainqd.access.authorization import Authorizer
 from trainqd.access.budgets import check_channels
@@ -38,14 +39,24 @@ class HostFacts:
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
-    if spec.gpus <= host.gpu_count or host.gpu_backend == "slurm":
+    wanted = spec.total_gpus
+    if wanted <= host.gpu_count or host.gpu_backend == "slurm":
         return
+    asks = f"{wanted} GPUs" if spec.node_count == 1 else f"{wanted} GPUs on its nodes together"
     if host.gpu_count == 0:
         raise InvalidSpec(
-            f"the job asks for {spec.gpus} GPUs but this host has none that trainq manages "
+            f"the job asks for {asks} but this host has none that trainq manages "
             f"(GPU backend: {host.gpu_backend})"
         )
-    raise InvalidSpec(f"the job asks for {spec.gpus} GPUs but this host has {host.gpu_count}")
+    raise InvalidSpec(f"the job asks for {asks} but this host has {host.gpu_count}")
+
+
+def check_nodes(spec: JobSpec, host: HostFacts) -> None:
+    """A job of several nodes runs on this host's back end (trainqd.attempts.nodes)."""
+    if not is_gang(spec):
+        return
+    if host.gpu_backend == "slurm":
+        raise InvalidSpec("the Slurm back end runs jobs of one node: set instance_count = 1")
 
 
 def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:
@@ -71,6 +82,7 @@ async def admit(
     owner = authorizer.owner_for_submit(uid)
     check_channels(spec, host.max_channels)
     check_gpus(spec, host)
+    check_nodes(spec, host)
     check_class(spec, uid, host, authorizer)
     if spec.mail and not host.mail:
         raise InvalidSpec(

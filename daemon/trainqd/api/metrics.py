@@ -86,7 +86,7 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "trainq_cpu_slots_allocated",
             "CPU slots held by jobs that use no GPU",
-            sum(1 for job in active if not job.spec.gpus),
+            sum(1 for job in active if not job.spec.total_gpus),
         )
         yield from self._gpus(holder)
         yield from self._jobs()

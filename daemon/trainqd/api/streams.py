@@ -62,11 +62,20 @@ def open_log(path: Path) -> tuple[int, int] | None:
     return fd, info.st_size
 
 
-def check_logs(dirs: JobDirs, job_id: int, attempt: int, stream: str) -> None:
+def output_dir(dirs: JobDirs, job_id: int, attempt: int, node: str | None) -> Path:
+    """Where an attempt's output is: its directory, or a node's inside it (a job of
+    several nodes: jobdir.py)."""
+    where = dirs.attempt_dir(job_id, attempt)
+    return where if node is None else where / "nodes" / node
+
+
+def check_logs(
+    dirs: JobDirs, job_id: int, attempt: int, stream: str, node: str | None = None
+) -> None:
     """Conflict unless every log file of the attempt is absent or a regular file: checked
     before a stream starts, so that the refusal is a status and one line, not a cut stream."""
     for name in (*STREAMS[stream], TIMELINE):
-        opened = open_log(dirs.attempt_dir(job_id, attempt) / name)
+        opened = open_log(output_dir(dirs, job_id, attempt, node) / name)
         if opened is not None:
             os.close(opened[0])
 
@@ -83,6 +92,7 @@ async def log_chunks(
     tail: int | None = None,
     since_ns: int | None = None,
     stamps: bool = False,
+    node: str | None = None,
 ) -> AsyncIterator[bytes]:
     """The attempt's output in time order (log_view.py): from the last `tail` lines and
     `since_ns` on, raw or `stamps` (JSON lines); `follow` goes on until the job ends, into
@@ -102,7 +112,8 @@ async def log_chunks(
                     continue
                 current = job.attempt_count
             if log is None:
-                log = AttemptLog(dirs.attempt_dir(job_id, current), STREAM_IDS[stream], open_log)
+                where = output_dir(dirs, job_id, current, node)
+                log = AttemptLog(where, STREAM_IDS[stream], open_log)
             ready = await anyio.to_thread.run_sync(log.ready)
             if ready and not positioned:
                 seek = functools.partial(log.seek, tail=tail, since_ns=since_ns)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from trainq.core.nodes import is_gang, layout, split_gpus
 from trainq.core.reasons import Wait, WaitReason, render
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
@@ -14,6 +15,7 @@ from trainq.core.wire import (
     GpuUseSample,
     JobRecord,
     JobSamples,
+    NodeRecord,
     Owner,
 )
 from trainqd.access.authorization import Sight
@@ -167,8 +169,28 @@ def job_record(
         held_by=job.held_by if pending else None,
         boost=job.boost,
         timed_out=ended_by_time_limit(job),
+        nodes=node_records(job, dirs),
         spec=visible_spec(job.spec, reveal),
     )
+
+
+def node_records(job: JobRow, dirs: JobDirs) -> list[NodeRecord]:
+    """A job of several nodes' nodes, each with its share of the GPUs it holds now."""
+    if not is_gang(job.spec):
+        return []
+    nodes = layout(job.spec)
+    holding = job.state in (JobState.RUNNING, JobState.STOPPING) and job.gpus
+    shares = split_gpus(nodes, tuple(job.gpus)) if holding else [() for _ in nodes]
+    return [
+        NodeRecord(
+            name=node.name,
+            rank=node.rank,
+            group=node.group,
+            gpus=list(share),
+            job_dir=str(dirs.node_ml_root(job.id, node.name)),
+        )
+        for node, share in zip(nodes, shares, strict=True)
+    ]
 
 
 def event_record(row: EventRow) -> EventRecord:

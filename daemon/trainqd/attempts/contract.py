@@ -122,7 +122,13 @@ def _distribution_groups(framework: dict[str, Any], group: str) -> Any:
     return [group] if switched_on else []
 
 
-def training_env(spec: JobSpec, base: str, num_gpus: int, job_name: str) -> dict[str, Any]:
+def training_env(
+    spec: JobSpec,
+    base: str,
+    num_gpus: int,
+    job_name: str,
+    resources: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The toolkit's `Environment` for this job, property by property (SM_TRAINING_ENV).
 
     `num_gpus` is the job's own count where the toolkit would count what nvidia-smi lists;
@@ -134,7 +140,7 @@ def training_env(spec: JobSpec, base: str, num_gpus: int, job_name: str) -> dict
     }
     hps = {k: v for k, v in decoded.items() if k not in toolkit}
     framework = {k: v for k, v in toolkit.items() if k not in TOOLKIT_SETTINGS}
-    resources = resource_config()
+    resources = resources if resources is not None else resource_config()
     group = resources["current_group_name"]
     groups = {g["instance_group_name"]: g for g in resources["instance_groups"]}
     distribution_groups = _distribution_groups(framework, group)
@@ -222,11 +228,15 @@ EXPORTED = (
 
 
 def toolkit_environment(
-    spec: JobSpec, base: str, num_gpus: int, job_name: str = ""
+    spec: JobSpec,
+    base: str,
+    num_gpus: int,
+    job_name: str = "",
+    resources: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """The SM_* variables the sagemaker-training toolkit's `Environment().to_env_vars()`
-    gives for this job, with its names and its value formats."""
-    env = training_env(spec, base, num_gpus, job_name)
+    gives for this job (or this node of it: its `resources`), with its names and formats."""
+    env = training_env(spec, base, num_gpus, job_name, resources)
     variables: dict[str, Any] = {name: env[name] for name in EXPORTED}
     variables.update({name: env[prop] for name, prop in RENAMED.items()})
     variables["channels"] = sorted(env["channel_input_dirs"])
@@ -276,10 +286,11 @@ def trainer_environment(
     base: str,
     gpus: Assignment,
     host_ml_root: str,
+    resources: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """The contract's variables, then the job's own environment (which may not override
     them: the spec refuses reserved names)."""
-    env = toolkit_environment(spec, base, len(gpus.indices), name)
+    env = toolkit_environment(spec, base, len(gpus.indices), name, resources)
     env.update(gpu_environment(gpus))
     env.update(
         {

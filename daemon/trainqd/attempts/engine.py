@@ -95,6 +95,7 @@ def run_argv(
     network: str | None,
     gpu_uuids: Sequence[str],
     real_gpus: bool,
+    host: str | None = None,
     capabilities: Sequence[str] = (),
     passed_env: Sequence[str] = (),
     pids_limit: int = 0,
@@ -141,9 +142,13 @@ def run_argv(
         else:
             for uuid in gpu_uuids:
                 argv += ["--device", f"nvidia.com/gpu={uuid}"]
-    # resourceconfig.json names the container `algo-1`, and the SageMaker toolkit waits
-    # for that name to resolve before it trains.
-    argv += ["--hostname", CURRENT_HOST, "--add-host", f"{CURRENT_HOST}:127.0.0.1"]
+    if host is None:
+        # resourceconfig.json names the container `algo-1`, and the SageMaker toolkit waits
+        # for that name to resolve before it trains.
+        argv += ["--hostname", CURRENT_HOST, "--add-host", f"{CURRENT_HOST}:127.0.0.1"]
+    else:
+        # A node of a job of several nodes, on the job's network: every node resolves it.
+        argv += ["--hostname", host, "--network-alias", host]
     argv += [image, "train"]
     return argv
 

@@ -13,6 +13,13 @@
                                          the owner (the only place a later trainqd takes it)
     <state>/jobs/<id>/attempts/<n>.slurm  the Slurm job trainqd handed that attempt to
                                          (backend = "slurm"; a later trainqd follows it)
+A job of several nodes (trainqd.attempts.nodes) has, besides, one ml root per node and one
+directory per node in each attempt; its attempt directory is root's (its monitor is):
+    <state>/jobs/<id>/nodes/             trainqd's (0755)
+    <state>/jobs/<id>/nodes/<host>/      that node's ml root: the owner's (0700)
+    <state>/jobs/<id>/attempts/<n>/nodes/         trainqd's (0755)
+    <state>/jobs/<id>/attempts/<n>/nodes/<host>/  that node's stdout, stderr, exit.json:
+                                         the owner's (0700)
 
 trainqd only ever creates directories here, each inside one of its own, and hands them over
 with chown before anyone else can write to them; it never writes inside a directory a job's
@@ -95,6 +102,32 @@ class JobDirs:
         os.chmod(path, mode)  # mkdir's mode is filtered by the umask
         if self._as_root and uid is not None:
             os.chown(path, uid, -1 if gid is None else gid)
+
+    def node_ml_root(self, job_id: int, node: str) -> Path:
+        return self.job_dir(job_id) / "nodes" / node
+
+    def create_nodes(
+        self,
+        paths: AttemptPaths,
+        nodes: list[str],
+        owner_uid: int,
+        owner_gid: int,
+        monitor_is_owner: bool = True,
+    ) -> None:
+        """Each node's ml root and attempt directory, in directories of trainqd's own (the
+        attempt directory of a job of several nodes is root's: create_attempt); a container
+        node's attempt directory is root's too, as a container job's is."""
+        self._mkdir(paths.job_dir / "nodes", 0o755, None, None)
+        self._mkdir(paths.attempt_dir / "nodes", 0o755, None, None)
+        for node in nodes:
+            self._mkdir(paths.job_dir / "nodes" / node, 0o700, owner_uid, owner_gid)
+            where = paths.attempt_dir / "nodes" / node
+            if monitor_is_owner:
+                self._mkdir(where, 0o700, owner_uid, owner_gid)
+            else:
+                self._mkdir(where, 0o700, 0, 0)
+                if self._as_root:
+                    self._let_owner_read(where, owner_uid)
 
     def create_attempt(
         self, job_id: int, number: int, owner_uid: int, owner_gid: int, monitor_is_owner: bool

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from trainqd.access.identity import Account
 from trainqd.access.image_policy import check_image
@@ -119,6 +119,18 @@ def look_up(job: JobRow, settings: LaunchSettings) -> HostFacts:
 
 
 @dataclass(frozen=True)
+class NodePlace:
+    """One node of a job of several nodes (attempts/nodes.py): its host name, its
+    resourceconfig.json, the variables that place it in the gang, and a container node's
+    engine network (its container named and aliased by the host name there)."""
+
+    name: str
+    resources: dict[str, Any]
+    env: dict[str, str]
+    engine_network: str | None = None
+
+
+@dataclass(frozen=True)
 class Attempt:
     """One attempt about to start: the job, its number, where it runs and as whom."""
 
@@ -129,6 +141,7 @@ class Attempt:
     paths: AttemptPaths
     settings: LaunchSettings
     host: HostFacts
+    node: NodePlace | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,7 @@ class BuiltLaunch:
 
     launch: Launch
     env_file: tuple[str, str] | None = None
+    more_env_files: tuple[tuple[str, str], ...] = ()  # a container gang's, one per node
 
 
 def build_launch(at: Attempt, now: float) -> BuiltLaunch:
@@ -144,6 +158,7 @@ def build_launch(at: Attempt, now: float) -> BuiltLaunch:
     job, account, paths = at.job, at.account, at.paths
     spec = job.spec
     remaining = remaining_runtime(job)
+    resources = None if at.node is None else at.node.resources
 
     def launch(
         runtime: Literal["subprocess", "container"],
@@ -175,7 +190,7 @@ def build_launch(at: Attempt, now: float) -> BuiltLaunch:
             deadline=None if remaining is None else now + max(0.0, remaining),
             pipe_channels=_pipe_channels(job),
             container=container,
-            ml_files=contract.config_files(spec),
+            ml_files=contract.config_files(spec, resources),
             file_channels=file_channels,
             max_processes=at.settings.max_processes,
         )
@@ -193,8 +208,11 @@ def build_launch(at: Attempt, now: float) -> BuiltLaunch:
                 base=ml_root,
                 gpus=at.gpus,
                 host_ml_root=ml_root,
+                resources=resources,
             )
         )
+        if at.node is not None:
+            env.update(at.node.env)
         assert spec.command is not None
         return BuiltLaunch(
             launch(
@@ -226,7 +244,10 @@ def _container_launch(at: Attempt, launch: Callable[..., Launch]) -> BuiltLaunch
         base=CONTAINER_BASE,
         gpus=passed,
         host_ml_root=str(paths.ml_root),
+        resources=None if at.node is None else at.node.resources,
     )
+    if at.node is not None:
+        env.update(at.node.env)
     # Settled again at the start: the configuration may have changed since the submit.
     check_image(spec.image, settings.allowed_images)
     # No value on the engine's command line (engine.py says why and how).
@@ -248,6 +269,9 @@ def _container_launch(at: Attempt, launch: Callable[..., Launch]) -> BuiltLaunch
         source = mounts.channel_source(attempt_dir, name) if staged else ch.source
         binds.append(engine.Mount(source, target, read_only=True))
     name = engine.container_name(settings.instance, job.id, attempt)
+    node = at.node
+    if node is not None:
+        name += f"-{node.name}"
     argv = engine.run_argv(
         eng,
         image=spec.image,
@@ -260,7 +284,8 @@ def _container_launch(at: Attempt, launch: Callable[..., Launch]) -> BuiltLaunch
         groups=account.groups,
         env_file=env_file,
         mounts=binds,
-        network=spec.network,
+        network=spec.network if node is None else node.engine_network,
+        host=None if node is None else node.name,
         gpu_uuids=gpus.uuids,
         real_gpus=settings.real_gpus,
         capabilities=settings.container_capabilities,

@@ -21,7 +21,7 @@ import time
 import psutil
 import structlog
 
-from trainqd.monitor import cgroup
+from trainqd.monitor import cgroup, netns
 from trainqd.monitor.container import remove_argv_of, run_bounded
 from trainqd.monitor.mounts import release as release_mounts
 from trainqd.monitor.procfs import read_stat
@@ -55,17 +55,20 @@ def end_attempt_cgroup(ml_root: str, job_id: int, attempt: int) -> int:
 
 def attempt_processes(ml_root: str, job_id: int, attempt: int) -> list[psutil.Process]:
     marks = {
-        "TRAINQ_JOB_DIR": ml_root,
         "TRAINQ_JOB_ID": str(job_id),
         "TRAINQ_ATTEMPT": str(attempt),
     }
+    # A job of several nodes: each node's processes name its own ml root (jobdir.py).
+    nodes = os.path.join(os.path.dirname(ml_root), "nodes") + "/"
     found = []
     for proc in psutil.process_iter():
         try:
             env = proc.environ()
         except (psutil.Error, OSError):
             continue
-        if all(env.get(k) == v for k, v in marks.items()):
+        where = env.get("TRAINQ_JOB_DIR", "")
+        ours = where == ml_root or (where.startswith(nodes) and "/" not in where[len(nodes) :])
+        if ours and all(env.get(k) == v for k, v in marks.items()):
             found.append(proc)
     return found
 
@@ -82,18 +85,29 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(_running(p.pid) for p in procs):
         time.sleep(0.01)
+    attempt_dir = os.path.join(os.path.dirname(ml_root), "attempts", str(attempt))
+    nodes = _node_names(attempt_dir)  # a job of several nodes: a container, binds each
     if container is not None and os.geteuid() == 0:
         # The binds its vanished monitor made for the engine (monitor/mounts.py).
-        attempt_dir = os.path.join(os.path.dirname(ml_root), "attempts", str(attempt))
-        for problem in release_mounts(attempt_dir):
-            log.warning("stale mount of a lost attempt", job_id=job_id, problem=problem)
+        for where in [attempt_dir, *(os.path.join(attempt_dir, "nodes", n) for n in nodes)]:
+            for problem in release_mounts(where):
+                log.warning("stale mount of a lost attempt", job_id=job_id, problem=problem)
     if container is not None:
         engine_path, name = container
+        names = [f"{name}-{node}" for node in nodes] if nodes else [name]
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            run_bounded(remove_argv_of(engine_path, name), None, ENGINE_RM_TIMEOUT)
+            run_bounded(
+                [*remove_argv_of(engine_path, names[0]), *names[1:]], None, ENGINE_RM_TIMEOUT
+            )
+        if nodes:  # and the gang's network of the engine's, named as its container would be
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                argv = [engine_path, "network", "rm", "--force", name]
+                run_bounded(argv, None, ENGINE_RM_TIMEOUT)
     # Last, once the engine has stopped the container: the cgroup holds the engine's own
     # helpers (podman's conmon), without which it could not stop it cleanly.
     in_cgroup = end_attempt_cgroup(ml_root, job_id, attempt)
+    if os.geteuid() == 0:  # a job of several nodes' bridge (monitor/netns.py), if left
+        netns.remove(netns.bridge_name(cgroup.jobs_dir_of(ml_root), job_id, attempt))
     if procs or in_cgroup:
         log.warning(
             "killed leftovers of a lost attempt",
@@ -102,6 +116,14 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
             processes=len(procs) + in_cgroup,
         )
     return len(procs) + in_cgroup
+
+
+def _node_names(attempt_dir: str) -> list[str]:
+    """The nodes of an attempt of a job of several nodes (jobdir.py), else none."""
+    try:
+        return sorted(n for n in os.listdir(os.path.join(attempt_dir, "nodes")) if n.isascii())
+    except OSError:
+        return []
 
 
 def _running(pid: int) -> bool:

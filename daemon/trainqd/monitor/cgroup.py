@@ -100,8 +100,12 @@ def subtree_name(jobs_dir: str) -> str:
 
 
 def jobs_dir_of(ml_root: str) -> str:
-    """<state>/jobs, from a job's ml root <state>/jobs/<id>/ml (jobdir.py's layout)."""
-    return os.path.dirname(os.path.dirname(os.path.normpath(ml_root)))
+    """<state>/jobs, from a job's ml root <state>/jobs/<id>/ml or a node's,
+    <state>/jobs/<id>/nodes/<host> (jobdir.py's layout; a job's id is never "nodes")."""
+    parent = os.path.dirname(os.path.normpath(ml_root))
+    if os.path.basename(parent) == "nodes":
+        parent = os.path.dirname(parent)
+    return os.path.dirname(parent)
 
 
 def attempt_name(job_id: int, attempt: int) -> str:
@@ -181,6 +185,11 @@ def remove(path: str) -> bool:
     """Remove an empty attempt cgroup, and its trainqd's subtree if no other attempt is
     left in it (a monitor about to make its cgroup there tries again); whether the
     attempt's is gone."""
+    with contextlib.suppress(OSError):  # a job of several nodes: a cgroup per node inside
+        for entry in os.scandir(path):
+            if entry.is_dir(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
     try:
         os.rmdir(path)
     except FileNotFoundError:
@@ -193,6 +202,27 @@ def remove(path: str) -> bool:
 
 
 # -- the monitor's side --------------------------------------------------------------------
+
+NODE_PREFIX = "algo-"
+
+
+def enter_node(node: str) -> None:
+    """Move the calling process (a node's monitor, root, in its gang's attempt cgroup) into
+    a cgroup of the node's own inside it, so its device program is the node's (devices.py);
+    the attempt's cgroup.kill still reaches it."""
+    if os.geteuid() != 0:
+        raise Unavailable("the monitor does not run as root")
+    here = own_cgroup_dir()
+    if not os.path.basename(here).startswith(ATTEMPT_PREFIX):
+        raise Unavailable("the gang is not in an attempt's cgroup")
+    path = os.path.join(here, node)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path)
+        with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+            f.write("0")
+    except OSError as exc:
+        raise Unavailable(f"cannot use {path}: {exc.strerror or exc}") from None
 
 
 def _make(path: str, tries: int = 3) -> None:

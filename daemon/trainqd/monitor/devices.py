@@ -88,8 +88,12 @@ def _confine_v2(job_id: int, attempt: int, minors: set[int], ml_root: str) -> st
     # Only the attempt's own cgroup: where the monitor could not make it, it is still in
     # trainqd's, whose every process the program would confine too.
     subtree = cgroup.subtree_name(cgroup.jobs_dir_of(ml_root))
-    if os.path.basename(here) != cgroup.attempt_name(job_id, attempt) or (
-        os.path.basename(os.path.dirname(here)) != subtree
+    # A node of a job of several nodes: its own cgroup inside the attempt's.
+    attempt_cgroup = here
+    if os.path.basename(here).startswith(cgroup.NODE_PREFIX):
+        attempt_cgroup = os.path.dirname(here)
+    if os.path.basename(attempt_cgroup) != cgroup.attempt_name(job_id, attempt) or (
+        os.path.basename(os.path.dirname(attempt_cgroup)) != subtree
     ):
         return "the monitor is not in the attempt's own cgroup"
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from trainqd.monitor import gang
 from trainqd.monitor.log import log
 from trainqd.monitor.profile import mark
 from trainqd.monitor.records import Launch
@@ -29,4 +30,4 @@ def run_from_stdin() -> int:
         log(f"unusable launch: {type(exc).__name__}: {exc}")
         return 2
     mark("launch read")
-    return run(launch)
+    return gang.run(launch) if launch.nodes else run(launch)

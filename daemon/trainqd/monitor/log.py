@@ -11,11 +11,14 @@ import contextlib
 import os
 import time
 
+# A node's monitor of a job of several nodes names its node on each line (monitor/gang.py).
+prefix = ""
+
 
 def log(message: str) -> None:
     now = time.time()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
-    line = f"{stamp}.{int(now % 1 * 1000):03d}Z {message}\n"
+    line = f"{stamp}.{int(now % 1 * 1000):03d}Z {prefix}{message}\n"
     with contextlib.suppress(OSError):  # a full disk must not take the supervision down
         os.write(2, line.encode("utf-8", "replace"))
 

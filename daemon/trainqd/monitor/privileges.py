@@ -70,6 +70,7 @@ def make_job_view(
     current_host: str,
     *,
     unprivileged: bool = False,
+    peers: dict[str, str] | None = None,
 ) -> list[str]:
     """Move this process into a mount namespace of its own where the source of each of
     `readonly`, as `owner` opens it, is read-only, `ml_root` is at /opt/ml and
@@ -79,7 +80,8 @@ def make_job_view(
     `unprivileged`: a monitor that is not root makes the mount namespace inside a user
     namespace of its own, where its uid and gid map to themselves (so files keep their
     owners as far as the job can tell, and its trainer gains no capability). /opt/ml must
-    then exist already: only root can make it on the host.
+    then exist already: only root can make it on the host. `peers`: a node of a job of
+    several nodes, every node's host name and address (its own among them).
 
     Raises ViewUnavailable when no namespace can be made. What cannot be done (a source
     the owner cannot open now, no /opt/ml to mount on) does not stop the rest; the returned
@@ -89,7 +91,7 @@ def make_job_view(
     _enter_private_namespace(unprivileged)
     problems = _bind_readonly(owner, readonly) if readonly else []
     try:
-        _bind_hosts(current_host)
+        _bind_hosts(current_host, peers or {})
     except OSError as exc:
         problems.append(f"{current_host} does not resolve: {HOSTS}: {exc.strerror}")
     try:
@@ -145,13 +147,15 @@ def _scratch() -> Iterator[str]:
         libc.umount(SAGEMAKER_ROOT, libc.MNT_DETACH)
 
 
-def _bind_hosts(current_host: str) -> None:
-    """Bind a copy of the host's /etc/hosts plus `current_host` over /etc/hosts."""
+def _bind_hosts(current_host: str, peers: dict[str, str]) -> None:
+    """Bind a copy of the host's /etc/hosts plus `current_host` (or every node of the job,
+    `peers`) over /etc/hosts."""
     with open(HOSTS, "rb") as f:
         text = f.read()
     if text and not text.endswith(b"\n"):
         text += b"\n"
-    text += f"{LOOPBACK}\t{current_host}\n".encode()
+    names = peers or {current_host: LOOPBACK}
+    text += "".join(f"{address}\t{name}\n" for name, address in names.items()).encode()
     with _scratch() as scratch:
         copy = os.path.join(scratch, "hosts")
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

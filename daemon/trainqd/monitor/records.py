@@ -116,6 +116,20 @@ class Launch:
     ml_files: dict[str, str] = field(default_factory=dict)
     file_channels: list[FileChannel] = field(default_factory=list)
     max_processes: int = 0  # RLIMIT_NPROC for the owner's processes here; 0: inherited
+    # A job of several nodes (monitor/gang.py): the gang's launch holds one launch per node,
+    # each with its `node` name; `peers` (host name -> address) resolve in each node's view;
+    # `restart` and `primary` (node names) are the gang's supervision rules.
+    nodes: list[Launch] = field(default_factory=list)
+    node: str | None = None
+    peers: dict[str, str] = field(default_factory=dict)
+    restart: str = "job"
+    primary: list[str] = field(default_factory=list)
+    # restart = "node": the exit statuses (and signals, as N or 128 + N) that are transient,
+    # the spec's retry_exit_codes; any other error is permanent and ends the attempt.
+    transient_exit_codes: list[int] = field(default_factory=list)
+    # Under a root trainqd (netns.py): the gang's bridge, a node's end of its pair on it;
+    # empty: the nodes share the host's network, each on a loopback address of its own.
+    network: str = ""
     version: int = LAUNCH_VERSION
 
     def to_json(self) -> bytes:
@@ -126,6 +140,11 @@ class Launch:
         raw = json.loads(data)
         if raw.get("version") != LAUNCH_VERSION:
             raise ValueError(f"launch version {raw.get('version')!r} is not {LAUNCH_VERSION}")
+        return cls._from_raw(raw)
+
+    @classmethod
+    def _from_raw(cls, raw: dict[str, Any]) -> Launch:
+        raw["nodes"] = [cls._from_raw(node) for node in raw.get("nodes", [])]
         raw["owner"] = Credentials(**raw["owner"])
         raw["pipe_channels"] = [PipeChannel(**c) for c in raw.get("pipe_channels", [])]
         raw["file_channels"] = [FileChannel(**c) for c in raw.get("file_channels", [])]

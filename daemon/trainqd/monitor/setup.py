@@ -160,11 +160,15 @@ def _make_job_view(launch: Launch) -> None:
     readonly = launch.file_channels if is_root() else []  # read-only views need root
     try:
         if is_root():
-            problems = make_job_view(launch.owner, readonly, launch.ml_root, host)
+            problems = make_job_view(
+                launch.owner, readonly, launch.ml_root, host, peers=launch.peers
+            )
         else:
             # A personal trainqd's job: /opt/ml and the host name in a user namespace where
             # the kernel allows one. Its data is the owner's own and stays writable.
-            problems = make_job_view(launch.owner, [], launch.ml_root, host, unprivileged=True)
+            problems = make_job_view(
+                launch.owner, [], launch.ml_root, host, unprivileged=True, peers=launch.peers
+            )
             if launch.file_channels:
                 problems.append("no read-only view of the data without root (it stays writable)")
     except ViewUnavailable as exc:

@@ -103,7 +103,7 @@ def queued(
         priority=job.priority,
         submitted_at=job.created_at,
         owner_uid=job.owner.uid,
-        gpus=job.spec.gpus,
+        gpus=job.spec.total_gpus,
         # A job holds its GPUs until its stop's grace is over, not just to its limit.
         runtime_limit=(
             None if remaining is None else max(0.0, remaining) + grace(job, default_grace)

@@ -235,7 +235,7 @@ class SharingPolicy:
                 job.owner.uid,
                 job.owner.user,
                 job.state,
-                job.spec.gpus if job.state == JobState.PENDING else len(job.gpus),
+                job.spec.total_gpus if job.state == JobState.PENDING else len(job.gpus),
             )
             for job in jobs
         ]

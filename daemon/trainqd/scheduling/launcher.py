@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from trainq.core.errors import DiskFull
+from trainq.core.nodes import is_gang, layout
 from trainq.core.states import JobState
 from trainqd.access.identity import job_account
 from trainqd.attempts.contract import Assignment
@@ -23,6 +24,7 @@ from trainqd.attempts.launch import (
     remaining_runtime,
     write_env_file,
 )
+from trainqd.attempts.nodes import build_gang
 from trainqd.attempts.snapshots import as_run
 from trainqd.attempts.watcher import Watcher
 from trainqd.gpus.base import GpuDevice
@@ -95,24 +97,36 @@ class Launcher:
         watcher = self._watcher()
         try:
             acct = job_account(job.owner)
+            gang = [node.name for node in layout(job.spec)] if is_gang(job.spec) else []
+            # A gang's monitor is root's, as a container job's is (monitor/gang.py).
             paths = self._dirs.create_attempt(
-                job.id, number, acct.uid, acct.gid, monitor_is_owner=job.spec.image is None
+                job.id,
+                number,
+                acct.uid,
+                acct.gid,
+                monitor_is_owner=job.spec.image is None and not gang,
             )
+            if gang:
+                owned = job.spec.image is None  # a container node's monitor stays root
+                self._dirs.create_nodes(paths, gang, acct.uid, acct.gid, owned)
             mark("directories made", job.id)
-            built = build_launch(
-                Attempt(
-                    job,
-                    number,
-                    Assignment(start.gpus, tuple(uuids)),
-                    acct,
-                    paths,
-                    self._settings,
-                    look_up(job, self._settings),
-                ),
-                now,
+            attempt = Attempt(
+                job,
+                number,
+                Assignment(start.gpus, tuple(uuids)),
+                acct,
+                paths,
+                self._settings,
+                look_up(job, self._settings),
             )
-            if built.env_file is not None:
-                write_env_file(*built.env_file)
+            if gang:
+                roots = {name: self._dirs.node_ml_root(job.id, name) for name in gang}
+                built = build_gang(attempt, now, roots)
+            else:
+                built = build_launch(attempt, now)
+            for env_file in (built.env_file, *built.more_env_files):
+                if env_file is not None:
+                    write_env_file(*env_file)
             launch = built.launch
             mark("launch built", job.id)
             monitor = watcher.start(launch, paths.attempt_dir, paths.stop_file)

@@ -237,7 +237,7 @@ class Scheduler:
         capacity = plan_inputs.capacity(
             self.devices,
             active,
-            usage if any(j.spec.gpus for j in pending) else None,
+            usage if any(j.spec.total_gpus for j in pending) else None,
             self.config.cpu_slots,
             self.gpus.distance,
             drains=drains,
@@ -289,7 +289,7 @@ class Scheduler:
             planned.capacity, result, planned.pending, self.store.jobs(list(ACTIVE))
         )
         candidates = [result.wake_at, self.unrecorded.next_due(), self._launch_retry_at]
-        if any(job.spec.gpus for job in planned.pending) and self.devices:
+        if any(job.spec.total_gpus for job in planned.pending) and self.devices:
             candidates.append(now + self.config.gpu_rescan_seconds)
         due = [c for c in candidates if c is not None]
         return min(due) if due else None
@@ -333,7 +333,7 @@ class Scheduler:
         free_gpus, free_slots, head = self._left
         plan = False
         for job in jobs:
-            gpus = job.spec.gpus
+            gpus = job.spec.total_gpus
             if job.spec.after:  # whether it may be planned at all is the next round's to say
                 plan = True
             elif gpus == 0 and free_slots <= 0:

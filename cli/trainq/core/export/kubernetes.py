@@ -22,6 +22,12 @@
                                                 resumes from it; without one the
                                                 checkpoints live and die with each pod)
 
+A job of several nodes (`instance_count`) is an Indexed Job (completions = parallelism = N,
+one pod per node, `JOB_COMPLETION_INDEX` its rank) beside a headless Service of the job's
+name, whose DNS names the pods `<name>-<i>.<name>`: those are the hosts of each pod's
+resourceconfig.json (one per index in the ConfigMap; the init container copies its own),
+and the rank variables name them as trainqd does (RANK, WORLD_SIZE, MASTER_ADDR, ...).
+
 The trainer finds the config files and the layout; as on SageMaker itself, the SM_*
 variables are the image's training toolkit's to derive from them. Where a channel's data
 lives on the cluster only the user knows: a PersistentVolumeClaim's name or an absolute
@@ -30,13 +36,15 @@ host path, per channel.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
 
 from trainq.core.export.common import Unsupported, ceil_seconds, job_name
 from trainq.core.layout import ML_DIRS
-from trainq.core.mlconfig import config_files
+from trainq.core.mlconfig import config_files, resource_config
+from trainq.core.nodes import HOMOGENEOUS, is_gang
 from trainq.core.spec import JobSpec
 
 TARGET = "kubernetes"
@@ -46,6 +54,8 @@ DEFAULT_GRACE = 120.0
 DEFAULT_INIT_IMAGE = "busybox:1.36"
 MAX_NAME = 63
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
+MASTER_PORT = 29500  # torchrun's default: each pod has its own address
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
 
 def dns_label(name: str) -> str:
@@ -58,6 +68,16 @@ def _check(spec: JobSpec, volumes: dict[str, str]) -> None:
     if spec.image is None:
         raise Unsupported(
             TARGET, "command", "a Kubernetes Job runs images; give the job an image to export it"
+        )
+    if spec.instance_groups:
+        raise Unsupported(
+            TARGET,
+            "instance_groups",
+            "an Indexed Job runs one pod template: give instance_count, or export each group",
+        )
+    if spec.restart != "job":
+        raise Unsupported(
+            TARGET, "restart", "an Indexed Job's failing pod ends the job here (restart = job)"
         )
     if spec.network == "none":
         raise Unsupported(
@@ -95,24 +115,72 @@ def _volume(name: str, source: str, read_only: bool) -> dict[str, Any]:
     return {"name": name, "persistentVolumeClaim": claim}
 
 
+def pod_hosts(spec: JobSpec, name: str) -> list[str]:
+    """The pods' names in the headless Service's DNS: `<name>-<index>.<name>`."""
+    return [f"{name}-{index}.{name}" for index in range(spec.instance_count)]
+
+
 def config_map(spec: JobSpec, name: str) -> dict[str, Any]:
     files = config_files(spec)
+    data = {path.rsplit("/", 1)[1]: text for path, text in files.items()}
+    if is_gang(spec):
+        hosts = pod_hosts(spec, name)
+        del data["resourceconfig.json"]
+        for index, host in enumerate(hosts):
+            resources = resource_config(host, {HOMOGENEOUS: hosts}, HOMOGENEOUS, "eth0")
+            data[f"resourceconfig-{index}.json"] = json.dumps(resources, indent=1)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"{name}-ml-config", "labels": {"trainq/job": name}},
-        "data": {path.rsplit("/", 1)[1]: text for path, text in files.items()},
+        "data": data,
     }
 
 
-def _layout_command() -> list[str]:
+def _layout_command(gang: bool = False) -> list[str]:
     dirs = " ".join(shlex.quote(f"{BASE}/{rel}") for rel in ML_DIRS)
+    config = f"{BASE}/input/config"
+    own = (
+        f"mv {config}/resourceconfig-$JOB_COMPLETION_INDEX.json {config}/resourceconfig.json; "
+        f"rm -f {config}/resourceconfig-*.json; "
+        if gang
+        else ""
+    )
     return [
         "/bin/sh",
         "-ec",
-        f"mkdir -p {dirs}; cp {CONFIG_MOUNT}/*.json {BASE}/input/config/; "
-        f"rm -f {BASE}/output/failure",
+        f"mkdir -p {dirs}; cp {CONFIG_MOUNT}/*.json {config}/; {own}rm -f {BASE}/output/failure",
     ]
+
+
+def _rank_environment(spec: JobSpec, name: str) -> list[dict[str, Any]]:
+    """What trainqd gives each node of a job of several nodes, from the pod's index."""
+    index = {"valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}}
+    size = str(spec.instance_count)
+    return [
+        *({"name": key, **index} for key in ("TRAINQ_NODE_RANK", "RANK", "NODE_RANK")),
+        {"name": "PADDLE_TRAINER_ID", **index},
+        *({"name": key, "value": size} for key in ("TRAINQ_NUM_NODES", "WORLD_SIZE")),
+        {"name": "PADDLE_TRAINERS_NUM", "value": size},
+        {"name": "LOCAL_RANK", "value": "0"},
+        {"name": "MASTER_ADDR", "value": pod_hosts(spec, name)[0]},
+        {"name": "MASTER_PORT", "value": str(MASTER_PORT)},
+    ]
+
+
+def headless_service(name: str) -> dict[str, Any]:
+    """DNS for the pods of an Indexed Job: each `<name>-<index>.<name>`, no load balancing."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"trainq/job": name}},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"trainq/job": name},
+            # The nodes find each other while starting, before any is "ready".
+            "publishNotReadyAddresses": True,
+        },
+    }
 
 
 def _failure_policy(spec: JobSpec) -> dict[str, Any]:
@@ -173,6 +241,7 @@ def job(
         {"name": "TRAINING_JOB_NAME", "value": job_name(spec)},
         {"name": "SAGEMAKER_BASE_DIR", "value": BASE},
         *({"name": key, "value": value} for key, value in spec.environment.items()),
+        *(_rank_environment(spec, name) if is_gang(spec) else []),
     ]
     trainer: dict[str, Any] = {
         "name": "trainer",
@@ -197,7 +266,7 @@ def job(
             {
                 "name": "ml-root",
                 "image": init_image,
-                "command": _layout_command(),
+                "command": _layout_command(is_gang(spec)),
                 "volumeMounts": [
                     ml_mount,
                     {"name": "ml-config", "mountPath": CONFIG_MOUNT, "readOnly": True},
@@ -218,6 +287,13 @@ def job(
         "podFailurePolicy": _failure_policy(spec),
         "template": {"metadata": {"labels": {"trainq/job": name}}, "spec": pod},
     }
+    if is_gang(spec):
+        pod["subdomain"] = name  # the headless Service: <name>-<index>.<name>
+        body.update(
+            completionMode="Indexed",
+            completions=spec.instance_count,
+            parallelism=spec.instance_count,
+        )
     if spec.max_runtime_seconds is not None:
         body["activeDeadlineSeconds"] = spec.max_runtime_seconds
     return {
@@ -242,6 +318,8 @@ def manifest(
         raise Unsupported(TARGET, "--checkpoints", "give a claim name or a host path")
     name = dns_label(job_name(spec))
     items = [config_map(spec, name), job(spec, name, volumes, init_image, checkpoints)]
+    if is_gang(spec):
+        items.insert(1, headless_service(name))
     if namespace is not None:
         for item in items:
             item["metadata"]["namespace"] = dns_label(namespace)

@@ -18,6 +18,9 @@ trainq's trainer contract is SageMaker's, so the mapping is mostly names:
                              so that a retry resumes as it would here
     network = "none"         EnableNetworkIsolation
     environment              Environment
+    instance_count           ResourceConfig.InstanceCount (SageMaker's hosts algo-1..N)
+    instance_groups          ResourceConfig.InstanceGroups (a heterogeneous cluster): each
+                             group's name, count and instance type (by its GPUs)
 
 What SageMaker has no place for is refused: a command (SageMaker runs images), a working
 directory, a stop grace over SageMaker's fixed 120 seconds, a cap on Pipe mode epochs.
@@ -64,15 +67,55 @@ def _s3(field: str, uri: str | None) -> str:
     return uri
 
 
-def _instance_type(spec: JobSpec, given: str | None) -> str:
+def _instance_type(gpus: int, given: str | None) -> str:
     if given is not None:
         return given
-    found = INSTANCE_FOR_GPUS.get(spec.gpus)
+    found = INSTANCE_FOR_GPUS.get(gpus)
     if found is None:
         raise Unsupported(
-            TARGET, "gpus", f"no default instance type has {spec.gpus} GPUs: give --instance-type"
+            TARGET, "gpus", f"no default instance type has {gpus} GPUs: give --instance-type"
         )
     return found
+
+
+def _check_nodes(spec: JobSpec) -> None:
+    """SageMaker runs one image on every host and ends the job when every host has."""
+    if spec.restart != "job":
+        raise Unsupported(
+            TARGET, "restart", "SageMaker restarts no host alone: a failing host ends the job"
+        )
+    for group in spec.instance_groups:
+        where = f"instance_groups.{group.name}"
+        if group.image is not None or group.environment:
+            raise Unsupported(
+                TARGET,
+                where,
+                "SageMaker runs the job's one image, with one environment, on every instance group",
+            )
+        if group.primary:
+            raise Unsupported(
+                TARGET, f"{where}.primary", "a SageMaker job ends when every host has ended"
+            )
+
+
+def _resources(spec: JobSpec, given: str | None, volume_size_gb: int) -> dict[str, Any]:
+    if not spec.instance_groups:
+        return {
+            "InstanceType": _instance_type(spec.gpus, given),
+            "InstanceCount": spec.instance_count,
+            "VolumeSizeInGB": volume_size_gb,
+        }
+    return {
+        "InstanceGroups": [
+            {
+                "InstanceType": _instance_type(group.gpus, given),
+                "InstanceCount": group.instance_count,
+                "InstanceGroupName": group.name,
+            }
+            for group in spec.instance_groups
+        ],
+        "VolumeSizeInGB": volume_size_gb,
+    }
 
 
 def _check(spec: JobSpec, s3_uris: dict[str, str]) -> None:
@@ -80,6 +123,7 @@ def _check(spec: JobSpec, s3_uris: dict[str, str]) -> None:
         raise Unsupported(
             TARGET, "command", "SageMaker runs images; give the job an image to export it"
         )
+    _check_nodes(spec)
     if spec.working_dir is not None:
         raise Unsupported(TARGET, "working_dir", "SageMaker starts the image's own working dir")
     grace = spec.stop_grace_seconds
@@ -166,11 +210,7 @@ def create_training_job(
         },
         "RoleArn": role_arn,
         "OutputDataConfig": {"S3OutputPath": _s3("--output-s3", output_s3)},
-        "ResourceConfig": {
-            "InstanceType": _instance_type(spec, instance_type),
-            "InstanceCount": 1,
-            "VolumeSizeInGB": volume_size_gb,
-        },
+        "ResourceConfig": _resources(spec, instance_type, volume_size_gb),
         "StoppingCondition": {
             "MaxRuntimeInSeconds": spec.max_runtime_seconds or DEFAULT_MAX_RUNTIME
         },

@@ -63,6 +63,10 @@ def notes(spec: JobSpec) -> list[str]:
 
 
 def _check(spec: JobSpec) -> None:
+    if spec.node_count > 1 or spec.instance_groups:
+        raise Unsupported(
+            TARGET, "instance_count", "the Slurm script runs a job of one node: set it to 1"
+        )
     if grace_seconds(spec) > MAX_SIGNAL_LEAD:
         raise Unsupported(
             TARGET,

@@ -14,6 +14,7 @@ import anyio
 
 from trainq.core import __version__
 from trainq.core.errors import Forbidden, InvalidRequest, InvalidSpec, NotFound, PayloadTooLarge
+from trainq.core.nodes import host_name, is_gang
 from trainq.core.spec import JobSpec
 from trainq.core.states import UNFINISHED, JobState
 from trainq.core.wire import (
@@ -463,9 +464,12 @@ class Api:
         if stream not in ("stdout", "stderr", "both"):
             raise InvalidRequest("query parameter 'stream' must be stdout, stderr or both")
         attempt = request.query_int("attempt", None, min=1, max=max(1, job.attempt_count))
+        # A job of several nodes: one node's output (the first's unless asked).
+        number = request.query_int("node", None, min=1, max=job.spec.node_count)
+        node = host_name(number - 1 if number else 0) if is_gang(job.spec) else None
         if attempt or job.attempt_count:  # a log the owner made a FIFO or a link: one line
             await anyio.to_thread.run_sync(
-                check_logs, self.dirs, job_id, attempt or job.attempt_count, stream
+                check_logs, self.dirs, job_id, attempt or job.attempt_count, stream, node
             )
         since = request.query_str("since", None)
         stamps = request.query_bool("stamps")
@@ -480,6 +484,7 @@ class Api:
             tail=request.query_int("tail", None, min=0, max=MAX_TAIL_LINES),
             since_ns=None if since is None else _unix_ns("since", since),
             stamps=stamps,
+            node=node,
         )
         if stamps:
             return StreamResponse("application/x-ndjson", chunks)
@@ -657,6 +662,7 @@ class Api:
                 query=[
                     QueryParam("follow", "boolean", "keep streaming until the job ends", False),
                     QueryParam("stream", "string", "stdout, stderr or both", "both"),
+                    QueryParam("node", "integer", "a job of several nodes: node N's", 1, minimum=1),
                     QueryParam(
                         "attempt", "integer", "one attempt (default: the latest)", minimum=1
                     ),

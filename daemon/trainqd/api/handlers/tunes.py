@@ -113,10 +113,10 @@ class TuneRoutes:
                 f"max_parallel {parallel} is beyond the {config.max_running_jobs_per_user} "
                 "running jobs a user may have (max_running_jobs_per_user)"
             )
-        gpus = parallel * spec.gpus
-        if spec.gpus and config.max_gpus_per_user and gpus > config.max_gpus_per_user:
+        gpus = parallel * spec.total_gpus
+        if gpus and config.max_gpus_per_user and gpus > config.max_gpus_per_user:
             raise InvalidSpec(
-                f"max_parallel {parallel} trials of {spec.gpus} GPUs need {gpus}, beyond the "
+                f"max_parallel {parallel} trials of {spec.total_gpus} GPUs need {gpus}, beyond the "
                 f"{config.max_gpus_per_user} a user may hold (max_gpus_per_user)"
             )
 

@@ -1,0 +1,176 @@
+"""The launch of a job of several nodes: one Launch per node inside the gang's (README.md,
+"Several nodes"; monitor/gang.py runs it).
+
+Each node is laid out as a job of one node would be, with what is its own: its ml root
+(`<job>/nodes/<host>`, kept across attempts, so its checkpoints are its own as on SageMaker's
+hosts), its attempt directory (`<attempt>/nodes/<host>`: stdout, stderr, exit.json), its
+resourceconfig.json (`current_host`, every host, the instance groups), its share of the GPUs
+and the variables distributed frameworks look for. Every host name resolves to its node's
+address in every node's view (privileges.py binds the hosts file). Under a root trainqd each
+node has a network namespace of its own on a bridge of the attempt's (monitor/netns.py),
+where it is 10.A.B.<rank + 1>; elsewhere the nodes share the host's network, each on a
+loopback address of the job's own, 127.A.B.<rank + 1>, which it can bind without the others
+taking its port (but which any process of the host can reach).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from trainq.core.mlconfig import resource_config
+from trainq.core.nodes import Node, groups_of, layout, split_gpus
+from trainqd.attempts.contract import Assignment
+from trainqd.attempts.engine import container_name
+from trainqd.attempts.jobdir import AttemptPaths
+from trainqd.attempts.launch import Attempt, BuiltLaunch, NodePlace, build_launch
+from trainqd.monitor import netns
+
+# Ports a job's nodes meet on, one pair per job (its id's): two jobs on the loopback
+# addresses never share an address, and their masters, which often listen on every address,
+# do not share a port either unless their ids are 10,000 apart.
+PORT_BASE = 20000
+PORT_SPAN = 20000
+
+
+def node_address(job_id: int, rank: int, isolated: bool = False) -> str:
+    """`isolated`: in a network namespace of the node's own (a root trainqd)."""
+    block = job_id % (254 * 256)
+    return f"{10 if isolated else 127}.{1 + block // 256}.{block % 256}.{rank + 1}"
+
+
+def master_port(job_id: int) -> int:
+    return PORT_BASE + (job_id * 2) % PORT_SPAN
+
+
+def node_environment(
+    job_id: int,
+    node: Node,
+    nodes: list[Node],
+    isolated: bool = False,
+    peers: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """What torchrun, Paddle and trainq's own name a node's place in the gang with;
+    `peers`: each node's address (container nodes: their host names, which the engine's
+    DNS resolves)."""
+    port = master_port(job_id)
+    paddle_port = port + 1
+    if peers is None:
+        peers = {n.name: node_address(job_id, n.rank, isolated) for n in nodes}
+    addresses = [peers[n.name] for n in nodes]
+    endpoints = ",".join(f"{address}:{paddle_port}" for address in addresses)
+    rank, size = str(node.rank), str(len(nodes))
+    return {
+        "TRAINQ_NODE_RANK": rank,
+        "TRAINQ_NUM_NODES": size,
+        "TRAINQ_NODE_NAME": node.name,
+        "TRAINQ_NODE_ADDRESS": addresses[node.rank],
+        "TRAINQ_NODE_RESTARTS": "0",
+        # torchrun's, one process per node: the node is the rank.
+        "RANK": rank,
+        "WORLD_SIZE": size,
+        "NODE_RANK": rank,
+        "GROUP_RANK": rank,
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "MASTER_ADDR": addresses[0],
+        "MASTER_PORT": str(port),
+        # PaddlePaddle's: every node a trainer and a parameter server, as its guide lays out.
+        "PADDLE_TRAINER_ID": rank,
+        "PADDLE_TRAINERS_NUM": size,
+        "PADDLE_PORT": str(paddle_port),
+        "POD_IP": addresses[node.rank],
+        "PADDLE_CURRENT_ENDPOINT": f"{addresses[node.rank]}:{paddle_port}",
+        "PADDLE_TRAINER_ENDPOINTS": endpoints,
+        "PADDLE_PSERVERS_IP_PORT_LIST": endpoints,
+    }
+
+
+def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLaunch:
+    """The gang's launch: itself in the job's ml root and attempt directory, running no
+    trainer, and a launch per node. `node_roots`: each node's ml root (jobdir.py)."""
+    job = at.job
+    spec = job.spec
+    nodes = layout(spec)
+    groups = groups_of(nodes)
+    shares = split_gpus(nodes, at.gpus.indices)
+    uuid_of = dict(zip(at.gpus.indices, at.gpus.uuids, strict=True))
+    containers = spec.image is not None
+    # Subprocess nodes: a network namespace each under a root trainqd, else loopback
+    # addresses; container nodes: the engine's network of the attempt's own, its DNS.
+    isolated = at.host.as_root and not containers
+    engine_network = container_name(at.settings.instance, job.id, at.number)
+    bridge = netns.bridge_name(str(at.paths.job_dir.parent), job.id, at.number)
+    if containers:
+        peers = {n.name: n.name for n in nodes}
+        interface = netns.NODE_INTERFACE
+    else:
+        peers = {n.name: node_address(job.id, n.rank, isolated) for n in nodes}
+        interface = netns.NODE_INTERFACE if isolated else "lo"
+    primary_groups = {g.name for g in spec.instance_groups if g.primary}
+    launches, env_files = [], []
+    for node, share in zip(nodes, shares, strict=True):
+        resources = resource_config(node.name, groups, node.group, interface)
+        env = node_environment(job.id, node, nodes, isolated, peers)
+        # Where gloo and NCCL find the node's own address (else from the host's name).
+        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
+        own_spec = spec.model_copy(
+            update={
+                "command": node.command,
+                "image": node.image,
+                "environment": {**spec.environment, **node.environment},
+            }
+        )
+        built = build_launch(
+            Attempt(
+                replace(job, spec=own_spec),
+                at.number,
+                Assignment(share, tuple(uuid_of[i] for i in share)),
+                at.account,
+                AttemptPaths(
+                    at.paths.job_dir,
+                    node_roots[node.name],
+                    at.paths.attempt_dir / "nodes" / node.name,
+                    at.paths.stop_file,
+                ),
+                at.settings,
+                at.host,
+                NodePlace(node.name, resources, env, engine_network if containers else None),
+            ),
+            now,
+        )
+        if built.env_file is not None:
+            env_files.append(built.env_file)
+        launches.append(
+            replace(
+                built.launch,
+                node=node.name,
+                peers={} if containers else peers,
+                network=netns.veth_name(bridge, node.rank) if isolated else "",
+            )
+        )
+    first = launches[0]
+    gang = replace(
+        first,
+        runtime="subprocess",  # the gang runs no container itself: its nodes do
+        argv=[],
+        cwd="/",
+        ml_root=str(at.paths.ml_root),
+        attempt_dir=str(at.paths.attempt_dir),
+        pipe_channels=[],
+        ml_files={},
+        file_channels=[],
+        node=None,
+        peers={},
+        nodes=launches,
+        restart=spec.restart,
+        transient_exit_codes=list(spec.retry_exit_codes),
+        network=bridge if isolated else "",
+        primary=[n.name for n in nodes if n.group in primary_groups],
+        # A container gang's engine network, made and removed by its monitor (gang.py).
+        container=(
+            None if first.container is None else replace(first.container, name=engine_network)
+        ),
+        env=first.env if containers else {},
+    )
+    return BuiltLaunch(gang, more_env_files=tuple(env_files))

@@ -1,0 +1,69 @@
+"""Container jobs of several nodes: one container per node on a network of the engine's
+made for the attempt (`--internal`, no port published), each named and aliased by its host
+name so every node resolves the others; the containers and the network go with the attempt,
+and a failing node ends the others."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from tests.support.containers import Engine, container_job
+from tests.support.daemon import Daemon
+from tests.support.nodes import gang_monitor
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.containers
+
+
+def gang(mode: str, *args: str, **spec: Any) -> dict[str, Any]:
+    return container_job("gang_node.py", mode, *args, network=None, **spec)
+
+
+def networks(engine: Engine) -> list[str]:
+    listed = engine.run("network", "ls", "--format", "{{.Name}}").stdout.split()
+    return [name for name in listed if name.startswith("trainq-")]
+
+
+@pytest.mark.parametrize("which", ["podman_daemon", "docker_daemon"])
+def test_container_nodes_meet_by_name(
+    which: str, request: pytest.FixtureRequest, engine: Engine
+) -> None:
+    daemon: Daemon = request.getfixturevalue(which)
+    job = daemon.submit(gang("sum", instance_count=3, max_retries=0))
+    done = daemon.wait_state(job["id"], timeout=120)
+    assert done["state"] == "COMPLETED", daemon.cli("logs", str(job["id"])).stdout
+    logs = [daemon.cli("logs", str(job["id"]), "--node", str(n)).stdout for n in (1, 2, 3)]
+    assert "algo-1 served total=3" in logs[0]
+    assert "algo-2 got total=3" in logs[1]
+    assert "algo-3 got total=3" in logs[2]
+    wait_for(lambda: not engine.job_containers(), timeout=30, what="the containers to go")
+    assert networks(engine) == []
+
+
+def test_a_failing_container_node_ends_the_others(podman_daemon: Daemon, engine: Engine) -> None:
+    job = podman_daemon.submit(gang("fail", "2", "3", instance_count=3, max_retries=0))
+    done = podman_daemon.wait_state(job["id"], timeout=120)
+    assert done["state"] == "FAILED"
+    assert (done["attempts"][0]["outcome"], done["attempts"][0]["exit_code"]) == ("exited", 3)
+    assert done["failure_reason"].startswith("algo-3: ")
+    wait_for(lambda: not engine.job_containers(), timeout=60, what="the containers to go")
+    assert networks(engine) == []
+
+
+def test_a_container_gang_whose_monitor_vanished_leaves_nothing(
+    podman_daemon: Daemon, engine: Engine
+) -> None:
+    job = podman_daemon.submit(gang("sleep", instance_count=2, max_retries=0))
+    wait_for(lambda: len(engine.job_containers()) == 2, timeout=60, what="both containers")
+    assert len(networks(engine)) == 1
+    os.kill(gang_monitor(podman_daemon, job["id"]), signal.SIGKILL)
+    # trainqd takes the attempt for lost: its containers and its network go.
+    wait_for(lambda: not engine.job_containers(), timeout=90, what="the containers to go")
+    wait_for(lambda: not networks(engine), timeout=30, what="the network to go")
+    podman_daemon.cli("stop", str(job["id"]))
+    assert podman_daemon.wait_state(job["id"], timeout=60)["state"] == "STOPPED"
+    assert not networks(engine)
