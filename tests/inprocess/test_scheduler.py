@@ -22,7 +22,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from trainq.core.errors import Conflict
-from trainq.core.outcomes import Outcome
+from trainq.core.outcomes import ExitRecord, Outcome
 from trainq.core.reasons import Wait
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
@@ -36,7 +36,7 @@ from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor
 from trainqd.config import load_config
 from trainqd.gpus.fake import FakeGpuBackend
 from trainqd.main import api_for
-from trainqd.monitor.records import ExitRecord, Launch
+from trainqd.monitor.records import Launch
 from trainqd.planning.policy import CLAIM_SLACK
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.scheduler import Scheduler

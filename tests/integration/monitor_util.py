@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.helpers import wait_for
 
+from trainq.core.outcomes import ExitRecord
 from trainqd.attempts.watcher import StopCause
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
@@ -25,7 +26,6 @@ from trainqd.monitor.records import (
     STDERR,
     STDOUT,
     Credentials,
-    ExitRecord,
     Launch,
     MonitorInfo,
     StopOrder,

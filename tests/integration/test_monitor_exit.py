@@ -17,8 +17,8 @@ from tests.integration.monitor_util import (
     trainer,
 )
 
+from trainq.core.outcomes import REASON_CHARS
 from trainqd.monitor import procfs
-from trainqd.monitor.records import REASON_CHARS
 
 
 def test_success_records_exit_zero_times_and_output() -> None:

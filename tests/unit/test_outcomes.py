@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import signal
 
+from trainq.core.outcomes import ExitRecord
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd.monitor.records import ExitRecord
 from trainqd.scheduling.outcomes import LOST_REASON, judge_end
 from trainqd.store.store import AttemptRow, JobOwner, JobRow
 

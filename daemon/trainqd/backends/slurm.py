@@ -51,7 +51,7 @@ from anyio.abc import TaskGroup
 
 from trainq.core.errors import DiskFull
 from trainq.core.export.slurm import batch_script, time_limit_minutes
-from trainq.core.outcomes import Outcome
+from trainq.core.outcomes import REASON_CHARS, ExitRecord, Outcome
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.spec import JobSpec
 from trainq.core.states import ACTIVE, JobState
@@ -64,8 +64,6 @@ from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor, read_exit
 from trainqd.children import run_child
 from trainqd.config import Config
 from trainqd.monitor.records import (
-    REASON_CHARS,
-    ExitRecord,
     Launch,
     StopOrder,
     atomic_write_json,
