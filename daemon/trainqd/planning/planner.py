@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trainq.core.reasons import Wait, WaitReason
+from trainq.core.reasons import Wait, WaitReason, own_reason
 from trainqd.planning.order import (
     LOOKAHEAD,
     Lane,
@@ -239,21 +239,20 @@ def plan(
 
     for job in ordered:
         order.append(job.id)
+        own = own_reason(job.held_by, job.not_before, now)
+        if own is not None:
+            waiting[job.id] = own
+            if own.kind == Wait.BACKOFF and job.not_before is not None:
+                wake_at = job.not_before if wake_at is None else min(wake_at, job.not_before)
+            continue
         if not 0 <= job.gpus <= managed:
             waiting[job.id] = WaitReason(Wait.TOO_BIG, gpus=job.gpus, host_gpus=managed)
-            continue
-        if job.held_by is not None:
-            waiting[job.id] = WaitReason(Wait.HELD, by=job.held_by)
             continue
         if capacity.host_drained:
             waiting[job.id] = WaitReason(Wait.DRAINED)
             continue
         if job.gpus > undrained:
             waiting[job.id] = WaitReason(Wait.DRAINED, gpus=job.gpus, host_gpus=undrained)
-            continue
-        if job.not_before is not None and job.not_before > now:
-            waiting[job.id] = WaitReason(Wait.BACKOFF, until=job.not_before)
-            wake_at = job.not_before if wake_at is None else min(wake_at, job.not_before)
             continue
         held = _held_by_limits(job, pool, limits)
         if held is not None:
