@@ -14,7 +14,7 @@ The job directory keeps everything across a requeue of the batch job (the same j
     DIR/attempts/<n>.stop         the stop order written before a stop reaches the monitor
 
 Attempts are numbered on from those on disk, and their exit records are the retry
-history: an attempt without one (the node went down under it) counts as "lost", as under
+history: an attempt without one (the node went down under it) counts as lost, as under
 trainqd. A SIGTERM (scancel, or Slurm's `--signal` before the time limit) stops the
 running attempt with the job's grace and ends the run without a retry.
 
@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, TextIO
 
+from trainq.core.outcomes import Ending, Outcome
 from trainq.core.spec import JobSpec, parse_spec
 from trainq.core.states import JobState
 from trainqd.access import identity
@@ -50,7 +51,6 @@ from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, LaunchSettings, build_launch, look_up, stop_grace
 from trainqd.attempts.launch import write_env_file as write_engine_env_file
 from trainqd.monitor import supervise
-from trainqd.monitor.outcome import Ending
 from trainqd.monitor.records import (
     EXIT_RECORD,
     STDERR,
@@ -202,7 +202,7 @@ class Run:
             # --time, covers one run of the batch job).
             runtime_used=time.monotonic() - self.began,
             attempt_count=number - 1,
-            lost_count=sum(1 for h in history if h.outcome == "lost"),
+            lost_count=sum(1 for h in history if h.outcome == Outcome.LOST),
         )
 
     # -- stopping -------------------------------------------------------------------------
@@ -241,12 +241,12 @@ class Run:
 
 
 def read_end(attempt_dir: Path, job_id: int, number: int) -> Ending:
-    """How an attempt ended, from its exit record; "lost" without one."""
+    """How an attempt ended, from its exit record; lost without one."""
     try:
         record = parse_exit_record(read_json(str(attempt_dir / EXIT_RECORD)), job_id, number)
     except (OSError, ValueError):
-        return Ending("lost", reason="no exit record")
-    return Ending(record.outcome, record.exit_code, record.signal, record.reason)
+        return Ending(Outcome.LOST, reason="no exit record")
+    return record.ending
 
 
 def assigned_gpus(environ: dict[str, str] | os._Environ[str]) -> Assignment:
@@ -259,19 +259,19 @@ def assigned_gpus(environ: dict[str, str] | os._Environ[str]) -> Assignment:
 
 
 def describe(ended: Ending) -> str:
-    if ended.outcome == "exited":
+    if ended.outcome == Outcome.EXITED:
         return f"exit status {ended.exit_code}"
-    if ended.outcome == "signaled":
+    if ended.outcome == Outcome.SIGNALED:
         return f"killed by signal {ended.signal}"
     return ended.outcome + (f" ({ended.reason})" if ended.reason else "")
 
 
 def exit_status(ended: Ending) -> int:
-    if ended.outcome == "exited" and ended.exit_code is not None:
+    if ended.outcome == Outcome.EXITED and ended.exit_code is not None:
         return ended.exit_code & 0xFF
-    if ended.outcome == "signaled" and ended.signal is not None:
+    if ended.outcome == Outcome.SIGNALED and ended.signal is not None:
         return 128 + ended.signal
-    if ended.outcome in ("stopped", "timed_out", "interrupted"):
+    if ended.outcome in (Outcome.STOPPED, Outcome.TIMED_OUT, Outcome.INTERRUPTED):
         return STOPPED_STATUS
     return 1
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from trainq.core.outcomes import ExitRecord
 from trainqd.attempts.watcher import read_exit_record
 from trainqd.monitor.records import (
     EXIT_RESERVE,
-    ExitRecord,
     parse_exit_record,
     parse_monitor_info,
     read_json,

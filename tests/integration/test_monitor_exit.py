@@ -16,8 +16,8 @@ from tests.support.monitor import (
     python,
     trainer,
 )
+from trainq.core.outcomes import REASON_CHARS
 from trainqd.monitor import procfs
-from trainqd.monitor.records import REASON_CHARS
 
 
 def test_success_records_exit_zero_times_and_output() -> None:

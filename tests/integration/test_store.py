@@ -14,9 +14,9 @@ import pytest
 from tests.support.factories import OWNER
 from tests.support.schema_history import UNDO, downgrade
 from trainq.core.errors import DiskFull, NotFound
+from trainq.core.outcomes import Ending
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
-from trainqd.monitor.outcome import Ending
 from trainqd.store import JobChanges, JobOwner, Store, StoreError
 from trainqd.store.schema import MIGRATIONS, SCHEMA_VERSION
 

@@ -10,9 +10,9 @@ import pytest
 
 from tests.support.factories import OWNER
 from trainq.core.errors import Conflict, NotFound
+from trainq.core.outcomes import Ending
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd.monitor.outcome import Ending
 from trainqd.store import JobChanges, Store
 from trainqd.store.rows import HOST
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainq.core.outcomes import ExitRecord
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
-from trainqd.monitor.records import ExitRecord
 from trainqd.store import AttemptRow, JobOwner, JobRow
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,6 +16,7 @@ from typing import Any
 from tests.support.daemon import SYSTEM_PYTHON, TRAINERS, scratch_dir
 from tests.support.waiting import wait_for
 from trainq.core import outcomes
+from trainq.core.outcomes import ExitRecord
 from trainqd.attempts.watcher import StopCause
 from trainqd.monitor import procfs, spawn
 from trainqd.monitor.records import (
@@ -24,7 +25,6 @@ from trainqd.monitor.records import (
     STDERR,
     STDOUT,
     Credentials,
-    ExitRecord,
     Launch,
     MonitorInfo,
     StopOrder,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from trainq.core.outcomes import REASON_CHARS
 from trainqd.monitor.outcome import Stop, conclude, output_tail, read_failure_file
 from trainqd.monitor.process import describe_status
-from trainqd.monitor.records import REASON_CHARS
 
 
 def exited(code: int) -> int:

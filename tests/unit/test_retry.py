@@ -4,8 +4,8 @@ import signal
 
 import pytest
 
+from trainq.core.outcomes import Ending
 from trainq.core.spec import JobSpec
-from trainqd.monitor.outcome import Ending
 from trainqd.scheduling.retry import MAX_LOST, RetryPolicy
 
 POLICY = RetryPolicy()

@@ -1,10 +1,20 @@
-"""How an attempt ended: one list, spoken by the monitor, trainqd and the wire.
+"""How an attempt ended: the one record of it, spoken by the monitor, trainqd and the wire.
+
+The monitor concludes an `Ending` (`trainqd.monitor.outcome`) and writes it as an
+`ExitRecord` (`trainqd.monitor.records`, which also reads one back as hostile input);
+trainqd judges the job's next state from it (`trainqd.scheduling.outcomes.judge_end`) and
+records it (`trainqd.scheduling.endings`). On disk and in the database an outcome is its
+text value (`Outcome("lost") is Outcome.LOST`), so records and rows written before this
+enum read back unchanged.
 
 Standard library only, so the monitor (which imports nothing else) can use it. These are
 data about an attempt, not job states (those are in `trainq.core.states`).
 """
 
+from dataclasses import dataclass
 from enum import StrEnum
+
+REASON_CHARS = 1024  # SageMaker returns the first 1024 characters of the failure file
 
 
 class Outcome(StrEnum):
@@ -22,3 +32,37 @@ class Outcome(StrEnum):
 
 
 OUTCOMES = frozenset(o.value for o in Outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How an attempt ended, less the times: what the monitor puts in its exit record, and
+    what trainqd reads back from one (or, with none, `Outcome.LOST`) to judge the job's
+    next step."""
+
+    outcome: Outcome
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """An attempt's end as its monitor writes it (`<attempt dir>/exit.json`, one JSON
+    object of these fields)."""
+
+    job_id: int
+    attempt: int
+    outcome: Outcome
+    started_at: float | None
+    ended_at: float
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None  # failure file's first 1024 chars, stderr's tail, or what failed
+    # A subprocess job: whether its trainer found its ml root at /opt/ml (False: only
+    # through SAGEMAKER_BASE_DIR, see privileges.py). None where it does not apply.
+    opt_ml: bool | None = None
+
+    @property
+    def ending(self) -> Ending:
+        return Ending(self.outcome, self.exit_code, self.signal, self.reason)

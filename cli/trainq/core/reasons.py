@@ -1,9 +1,9 @@
 """Why a queued job waits: structured on the wire, put in words here, once.
 
-trainqd decides the reason (its planner); the API sends it as data (`JobRecord.waiting`)
-along with the words (`JobRecord.pending_reason`, made by `render`), so a client can
-render it as it likes or read the numbers. Standard library only: the CLI's fast path may
-import it.
+trainqd decides the reason (`own_reason`, then its planner); the API sends it as data
+(`JobRecord.waiting`) along with the words (`JobRecord.pending_reason`, made by `render`),
+so a client can render it as it likes or read the numbers. Standard library only: the
+CLI's fast path may import it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,29 @@ class WaitReason:
     of_class: str | None = None  # the class whose per-user limit holds it (USER_*_LIMIT)
     slurm_job: int | None = None  # the Slurm job id (SLURM)
     after: str | None = None  # the first dependency not met yet, as written: "12:ok" (DEPENDENCY)
+
+
+def own_reason(
+    held_by: str | None,
+    not_before: float | None,
+    now: float,
+    *,
+    paused: bool = False,
+    unmet: str | None = None,
+) -> WaitReason | None:
+    """Why a queued job waits whatever the host has free, from its own record alone: the
+    first of its hold (PAUSED where the hold paused it running), its retry's backoff and
+    its first unmet dependency (`unmet`, as written in `after`); None if none holds it.
+
+    The one order trainqd's planner, its Slurm back end, its dependencies and the API's
+    views all take; what only a plan knows (too big, drained, limits, GPUs) comes after."""
+    if held_by is not None:
+        return WaitReason(Wait.PAUSED if paused else Wait.HELD, by=held_by)
+    if not_before is not None and not_before > now:
+        return WaitReason(Wait.BACKOFF, until=not_before)
+    if unmet is not None:
+        return WaitReason(Wait.DEPENDENCY, after=unmet)
+    return None
 
 
 def count_gpus(count: int) -> str:

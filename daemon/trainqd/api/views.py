@@ -6,7 +6,7 @@ import time
 from datetime import UTC, datetime
 
 from trainq.core.nodes import is_gang, layout, split_gpus
-from trainq.core.reasons import Wait, WaitReason, render
+from trainq.core.reasons import Wait, WaitReason, own_reason, render
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import (
@@ -59,12 +59,9 @@ def wait_reason(
 ) -> WaitReason | None:
     if job.state != JobState.PENDING:
         return None
-    if job.not_before is not None and job.not_before > now:
-        # Known before the scheduler has planned again.
-        return WaitReason(Wait.BACKOFF, until=job.not_before)
-    if job.held_by is not None:  # known before the scheduler has planned again
-        return WaitReason(Wait.PAUSED if paused else Wait.HELD, by=job.held_by)
-    return waiting or WaitReason(Wait.QUEUED)
+    # The job's own reasons are known before the scheduler has planned again.
+    own = own_reason(job.held_by, job.not_before, now, paused=paused)
+    return own or waiting or WaitReason(Wait.QUEUED)
 
 
 HIDDEN = "<hidden>"

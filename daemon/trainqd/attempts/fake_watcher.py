@@ -17,9 +17,9 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from trainq.core.outcomes import Outcome
+from trainq.core.outcomes import ExitRecord, Outcome
 from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor, Watcher
-from trainqd.monitor.records import ExitRecord, Launch
+from trainqd.monitor.records import Launch
 
 FIRST_PID = 1000
 

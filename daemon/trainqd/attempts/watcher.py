@@ -42,12 +42,11 @@ import structlog
 from anyio.abc import TaskGroup
 
 from trainq.core.errors import DiskFull
+from trainq.core.outcomes import REASON_CHARS, ExitRecord, Outcome
 from trainqd.monitor import cgroup, procfs, spawn
 from trainqd.monitor.outcome import read_stop_request
 from trainqd.monitor.records import (
     EXIT_RECORD,
-    REASON_CHARS,
-    ExitRecord,
     Launch,
     MonitorInfo,
     StopOrder,
@@ -67,10 +66,10 @@ ENFORCE_RECHECK = 30.0
 
 StopCause = Literal["user", "time_limit", "preempt"]
 # What an attempt trainqd ended itself is recorded as, for each cause of its stop.
-FORCED_OUTCOMES: dict[StopCause, str] = {
-    "user": "stopped",
-    "time_limit": "timed_out",
-    "preempt": "preempted",
+FORCED_OUTCOMES: dict[StopCause, Outcome] = {
+    "user": Outcome.STOPPED,
+    "time_limit": Outcome.TIMED_OUT,
+    "preempt": Outcome.PREEMPTED,
 }
 _CAUSE_WORDS: dict[StopCause, str] = {
     "user": "its stop",
@@ -128,7 +127,7 @@ def read_exit_record(attempt_dir: Path, job_id: int, attempt: int) -> ExitRecord
         return ExitRecord(
             job_id,
             attempt,
-            "lost",
+            Outcome.LOST,
             None,
             time.time(),
             reason=f"the attempt's exit record was unreadable: {exc}"[:REASON_CHARS],

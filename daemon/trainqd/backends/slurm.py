@@ -51,8 +51,8 @@ from anyio.abc import TaskGroup
 
 from trainq.core.errors import DiskFull
 from trainq.core.export.slurm import batch_script, time_limit_minutes
-from trainq.core.outcomes import Outcome
-from trainq.core.reasons import Wait, WaitReason
+from trainq.core.outcomes import REASON_CHARS, ExitRecord, Outcome
+from trainq.core.reasons import Wait, WaitReason, own_reason
 from trainq.core.spec import JobSpec
 from trainq.core.states import ACTIVE, JobState
 from trainqd.access.identity import Account, job_account
@@ -64,8 +64,6 @@ from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor, read_exit
 from trainqd.children import run_child
 from trainqd.config import Config
 from trainqd.monitor.records import (
-    REASON_CHARS,
-    ExitRecord,
     Launch,
     StopOrder,
     atomic_write_json,
@@ -109,6 +107,15 @@ class Handed:
     started: bool  # Slurm has started it: the attempt has begun in trainq's records
     kill_at: float | None = None  # when a stopped step is cancelled outright
     spec: JobSpec | None = None  # the spec Slurm got (None: handed by an earlier trainqd)
+
+
+def slurm_wait(job: JobRow, handed: Handed | None, now: float) -> WaitReason | None:
+    """Why a PENDING job is not handed to Slurm now (its own reasons first, as the planner
+    and the API's views take them, then Slurm's queue); None: it may be."""
+    own = own_reason(job.held_by, job.not_before, now)
+    if own is None and handed is not None:
+        return WaitReason(Wait.SLURM, slurm_job=handed.slurm_id)
+    return own
 
 
 class SlurmBackend:
@@ -187,14 +194,11 @@ class SlurmBackend:
         ends (the next hand-off due), if any."""
         wake: list[float] = []
         for job in pending:
-            handed = self.handed.get(job.id)
-            if handed is not None:
-                waiting[job.id] = WaitReason(Wait.SLURM, slurm_job=handed.slurm_id)
-            elif job.held_by is not None:
-                waiting[job.id] = WaitReason(Wait.HELD, by=job.held_by)
-            elif job.not_before is not None and job.not_before > now:
-                waiting[job.id] = WaitReason(Wait.BACKOFF, until=job.not_before)
-                wake.append(job.not_before)
+            why = slurm_wait(job, self.handed.get(job.id), now)
+            if why is not None:
+                waiting[job.id] = why
+                if why.kind == Wait.BACKOFF and why.until is not None:
+                    wake.append(why.until)
             elif self._paused.get(job.id, 0.0) > now:
                 wake.append(self._paused[job.id])
             elif job.id not in self._handing and self._may_hand(job.owner.uid):

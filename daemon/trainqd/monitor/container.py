@@ -25,7 +25,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from trainqd.monitor.outcome import Ending
+from trainq.core.outcomes import Ending, Outcome
 from trainqd.monitor.records import ContainerLaunch
 
 if TYPE_CHECKING:  # imported where used: only at the end of a container attempt
@@ -141,12 +141,16 @@ def resolve_exit(
     None when the status stands as the container's own (the usual rules then apply)."""
     if state is not None and state.oom_killed:
         code = state.exit_code if state.exit_code else status
-        return Ending("oom_killed", code, None, "out of memory: the kernel killed the container")
+        return Ending(
+            Outcome.OOM_KILLED, code, None, "out of memory: the kernel killed the container"
+        )
     if status not in AMBIGUOUS_STATUSES:
         return None
     if state is None or not state.started:
         said = _without_chatter(tail) or "no output"
-        return Ending("engine_error", status, None, f"{engine} failed (exit {status}): {said}")
+        return Ending(
+            Outcome.ENGINE_ERROR, status, None, f"{engine} failed (exit {status}): {said}"
+        )
     return None
 
 

@@ -34,15 +34,15 @@ import signal
 import time
 from dataclasses import asdict, replace
 
+from trainq.core.outcomes import Ending, ExitRecord, Outcome
 from trainqd.monitor import cgroup, container, libc, netns, procfs
 from trainqd.monitor import log as monitor_log
 from trainqd.monitor.log import log
-from trainqd.monitor.outcome import Ending, Stop
+from trainqd.monitor.outcome import Stop
 from trainqd.monitor.process import describe_status
 from trainqd.monitor.records import (
     EXIT_RECORD,
     MAX_RECORD_BYTES,
-    ExitRecord,
     Launch,
     parse_exit_record,
     write_exit_record,
@@ -82,7 +82,7 @@ class NodeSupervisor(TrainerSupervisor):
         if problem is not None:
             log(problem)
             self._enter(Phase.ENDING)
-            return Ending("start_failed", reason=f"no network for the node: {problem}")
+            return Ending(Outcome.START_FAILED, reason=f"no network for the node: {problem}")
         return super()._attempt()
 
     def _join_network(self) -> str | None:
@@ -190,14 +190,14 @@ class GangSupervisor(TrainerSupervisor):
                 log(problem)
                 self._enter(Phase.ENDING)
                 self._end_tree()
-                return Ending("start_failed", reason=f"no network for the job: {problem}")
+                return Ending(Outcome.START_FAILED, reason=f"no network for the job: {problem}")
         if self.launch.network:
             problem = netns.make_bridge(self.launch.network)
             if problem is not None:
                 log(problem)
                 self._enter(Phase.ENDING)
                 self._end_tree()
-                return Ending("start_failed", reason=f"no network for the job: {problem}")
+                return Ending(Outcome.START_FAILED, reason=f"no network for the job: {problem}")
         self.started_at = time.time()
         # Forked all at once, then plugged in: the nodes make their namespaces meanwhile.
         forked = [self._fork(node, restarts=0) for node in self.launch.nodes]
@@ -439,11 +439,11 @@ class GangSupervisor(TrainerSupervisor):
         if self.failure is not None:
             return _node_ending(self.failure)
         if self.done_by_primary:
-            return Ending("exited", 0)
+            return Ending(Outcome.EXITED, 0)
         for run in self.ended:
             if run.record is None or not clean(run.record):
                 return _node_ending(run)
-        return Ending("exited", 0)
+        return Ending(Outcome.EXITED, 0)
 
     def _record(self, ending: Ending) -> None:
         if ending.outcome == "start_failed" and not any(
@@ -457,7 +457,7 @@ def _node_ending(run: NodeRun) -> Ending:
     record = run.record
     if record is None:
         status = describe_status(run.status or 0)
-        return Ending("lost", reason=f"{run.name}: its monitor {status} without a record")
+        return Ending(Outcome.LOST, reason=f"{run.name}: its monitor {status} without a record")
     reason = f"{run.name}: {record.reason}" if record.reason else run.name
     return Ending(record.outcome, record.exit_code, record.signal, reason)
 

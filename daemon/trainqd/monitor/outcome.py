@@ -1,4 +1,5 @@
-"""How an attempt ended, in the exit record's terms: outcome, exit code or signal, reason.
+"""The monitor's side of an attempt's end: it concludes the `Ending` (trainq.core.outcomes)
+that trainqd judges (scheduling/outcomes.py) and records (scheduling/endings.py).
 
 The reason of an unsuccessful end is, in this order (as SageMaker does; docs/architecture.md): the
 first 1024 characters of `<ml root>/output/failure`, the tail of the trainer's stderr,
@@ -18,11 +19,11 @@ import math
 import os
 import signal
 import stat
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from trainq.core.outcomes import REASON_CHARS, Ending, Outcome
 from trainqd.monitor.process import describe_status, exit_code_and_signal
-from trainqd.monitor.records import REASON_CHARS, read_json, read_up_to
+from trainqd.monitor.records import read_json, read_up_to
 
 FAILURE_FILE = ("output", "failure")
 # Enough bytes for REASON_CHARS characters of UTF-8, however wide.
@@ -51,17 +52,6 @@ class Stop:
         self.cause: StopCause = cause
         self.grace = grace
         self.forced = forced
-
-
-@dataclass(frozen=True, slots=True)
-class Ending:
-    """How an attempt ended, less the times: what the monitor puts in its exit record, and
-    what trainqd reads back from one (or, with none, "lost") to judge the job's next step."""
-
-    outcome: str
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str | None = None
 
 
 def read_failure_file(ml_root: str) -> str | None:
@@ -121,34 +111,34 @@ def conclude(status: int, stop: Stop | None, ml_root: str, stderr_fd: int) -> En
         if stop.forced and signum is not None:
             how = f"{how} when the {round(stop.grace, 1):g} s grace ran out"
         if stop.cause == "feeder":  # the reason is the feeder's, filled in by the caller
-            return Ending("feeder_failed", exit_code, signum)
+            return Ending(Outcome.FEEDER_FAILED, exit_code, signum)
         if stop.cause == "time_limit":
-            return Ending("timed_out", exit_code, signum, f"time limit reached: {how}")
+            return Ending(Outcome.TIMED_OUT, exit_code, signum, f"time limit reached: {how}")
         if stop.cause == "shutdown":
-            return Ending("interrupted", exit_code, signum, f"{INTERRUPTED}: {how}")
+            return Ending(Outcome.INTERRUPTED, exit_code, signum, f"{INTERRUPTED}: {how}")
         if stop.cause == "preempt":  # whatever the trainer did, it runs again
-            return Ending("preempted", exit_code, signum, f"preempted: {how}")
-        return Ending("stopped", exit_code, signum, f"stopped on request: {how}")
+            return Ending(Outcome.PREEMPTED, exit_code, signum, f"preempted: {how}")
+        return Ending(Outcome.STOPPED, exit_code, signum, f"stopped on request: {how}")
     if exit_code == 0:
-        return Ending("exited", 0)
+        return Ending(Outcome.EXITED, 0)
     if signum is None:
-        return Ending("exited", exit_code, None, explain(ml_root, stderr_fd, how))
+        return Ending(Outcome.EXITED, exit_code, None, explain(ml_root, stderr_fd, how))
     if signum == signal.SIGKILL:  # which nobody in trainq sent: the kernel's OOM killer, mostly
         said = read_failure_file(ml_root) or output_tail(stderr_fd)
         reason = OOM_HINT if said is None else f"{OOM_HINT}\n{said}"
-        return Ending("signaled", None, signum, reason)
-    return Ending("signaled", None, signum, explain(ml_root, stderr_fd, how))
+        return Ending(Outcome.SIGNALED, None, signum, reason)
+    return Ending(Outcome.SIGNALED, None, signum, explain(ml_root, stderr_fd, how))
 
 
 def not_started(cause: str) -> Ending:
     """An attempt stopped (or interrupted, or out of time) before its trainer started."""
     if cause == "time_limit":
-        return Ending("timed_out", reason="time limit reached before the trainer started")
+        return Ending(Outcome.TIMED_OUT, reason="time limit reached before the trainer started")
     if cause == "shutdown":
-        return Ending("interrupted", reason="interrupted before the trainer started")
+        return Ending(Outcome.INTERRUPTED, reason="interrupted before the trainer started")
     if cause == "preempt":
-        return Ending("preempted", reason="preempted before the trainer started")
-    return Ending("stopped", reason="stopped before the trainer started")
+        return Ending(Outcome.PREEMPTED, reason="preempted before the trainer started")
+    return Ending(Outcome.STOPPED, reason="stopped before the trainer started")
 
 
 def read_stop_request(stop_file: str, default_grace: float) -> tuple[float, StopCause]:

@@ -3,7 +3,8 @@
     trainqd --Launch (JSON on the monitor's stdin)--> monitor
     trainqd --StopOrder (<job>/attempts/<n>.stop, then SIGTERM)--> monitor
     monitor --MonitorInfo (<job>/attempts/<n>.monitor, written as root)--> trainqd (re-attach)
-    monitor --ExitRecord (<attempt dir>/exit.json, atomic)--> trainqd (how the attempt ended)
+    monitor --ExitRecord (<attempt dir>/exit.json, atomic)--> trainqd (how the attempt ended;
+        the record itself is trainq.core.outcomes')
 
 The launch travels on stdin (a memfd), never as a file in a directory the job's owner can
 write: a container job's monitor starts as root and must not read what the owner could swap.
@@ -28,14 +29,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from trainq.core.outcomes import OUTCOMES
+from trainq.core.outcomes import OUTCOMES, REASON_CHARS, ExitRecord, Outcome
 
 if TYPE_CHECKING:  # typing costs the monitor's start-up a few ms: annotations only
     from typing import Any, Literal
 
 LAUNCH_VERSION = 1
 MAX_RECORD_BYTES = 64 << 10  # an exit record's reason is at most ~24 KiB of JSON
-REASON_CHARS = 1024  # SageMaker returns the first 1024 characters of the failure file
 
 EXIT_RECORD = "exit.json"
 MONITOR_INFO_SUFFIX = ".monitor"
@@ -165,21 +165,6 @@ class MonitorInfo:
     monitor_pid: int
     monitor_start: int  # /proc/<pid>/stat starttime, in clock ticks since boot
     boot_id: str
-
-
-@dataclass(frozen=True)
-class ExitRecord:
-    job_id: int
-    attempt: int
-    outcome: str  # one of trainq.core.outcomes.OUTCOMES
-    started_at: float | None
-    ended_at: float
-    exit_code: int | None = None
-    signal: int | None = None
-    reason: str | None = None  # failure file's first 1024 chars, stderr's tail, or what failed
-    # A subprocess job: whether its trainer found its ml root at /opt/ml (False: only
-    # through SAGEMAKER_BASE_DIR, see privileges.py). None where it does not apply.
-    opt_ml: bool | None = None
 
 
 def monitor_info_path(attempts_dir: str, attempt: int) -> str:
@@ -351,7 +336,7 @@ def parse_exit_record(
     record = ExitRecord(
         job_id=_int(raw, "job_id", 1, _ID_MAX, required=True),
         attempt=_int(raw, "attempt", 1, _ID_MAX, required=True),
-        outcome=outcome,
+        outcome=Outcome(outcome),
         started_at=_time(raw, "started_at"),
         ended_at=_time(raw, "ended_at", required=True),
         exit_code=_int(raw, "exit_code", *_EXIT_CODE_RANGE),

@@ -29,11 +29,11 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+from trainq.core.outcomes import Ending, ExitRecord, Outcome
 from trainqd.monitor import cgroup, container, mounts, procfs
 from trainqd.monitor.children import Feeder, poll_report, read_report
 from trainqd.monitor.log import log, log_exception
 from trainqd.monitor.outcome import (
-    Ending,
     Stop,
     conclude,
     not_started,
@@ -45,7 +45,6 @@ from trainqd.monitor.process import describe_status, spawn_beside
 from trainqd.monitor.profile import mark
 from trainqd.monitor.records import (
     EXIT_RECORD,
-    ExitRecord,
     Launch,
     MonitorInfo,
     deadline_path,
@@ -141,8 +140,8 @@ class TrainerSupervisor:
             if self.phase is not Phase.ENDING:
                 self.phase = Phase.ENDING  # from anywhere: the error ends the attempt
             self._kill_everything()
-            # "lost", as when a monitor vanishes: the attempt did not fail on its own.
-            ending = Ending("lost", reason=f"monitor error: {type(exc).__name__}: {exc}")
+            # Lost, as when a monitor vanishes: the attempt did not fail on its own.
+            ending = Ending(Outcome.LOST, reason=f"monitor error: {type(exc).__name__}: {exc}")
             status = 1
         if self.engine is not None and is_root():
             # The engine's binds of the ml root and channels (mounts.py): the container holds
@@ -195,7 +194,7 @@ class TrainerSupervisor:
             log(exc.reason)
             self._enter(Phase.ENDING)
             self._end_tree()
-            return Ending("start_failed", reason=exc.reason)
+            return Ending(Outcome.START_FAILED, reason=exc.reason)
         self._enter(Phase.RUNNING)
         self.started_at = time.time()
         pidfd = os.pidfd_open(self.trainer_pid)
@@ -469,7 +468,7 @@ class TrainerSupervisor:
         assert self.prepared is not None
         ml_root, stderr_fd = self.launch.ml_root, self.prepared.stderr_fd
         ending = conclude(status, self.stop, ml_root, stderr_fd)
-        if ending.outcome == "feeder_failed":
+        if ending.outcome == Outcome.FEEDER_FAILED:
             return Ending(ending.outcome, ending.exit_code, ending.signal, self.feeder_reason)
         code = ending.exit_code
         if self.engine is not None and self.stop is None and code in container.INSPECTED_STATUSES:

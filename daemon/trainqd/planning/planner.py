@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trainq.core.reasons import Wait, WaitReason
+from trainq.core.reasons import Wait, WaitReason, own_reason
 from trainqd.planning.order import (
     LOOKAHEAD,
     ClaimantsAfterHead,
@@ -280,21 +280,20 @@ def plan(
     turns = ClaimantsAfterHead(ordered, [j for j in claimants if j.id not in early], early)
     for job in turns:
         order.append(job.id)
+        own = own_reason(job.held_by, job.not_before, now)
+        if own is not None:
+            waiting[job.id] = own
+            if own.kind == Wait.BACKOFF and job.not_before is not None:
+                wake_at = _earliest(wake_at, job.not_before)
+            continue
         if not 0 <= job.gpus <= managed:
             waiting[job.id] = WaitReason(Wait.TOO_BIG, gpus=job.gpus, host_gpus=managed)
-            continue
-        if job.held_by is not None:
-            waiting[job.id] = WaitReason(Wait.HELD, by=job.held_by)
             continue
         if capacity.host_drained:
             waiting[job.id] = WaitReason(Wait.DRAINED)
             continue
         if job.gpus > undrained:
             waiting[job.id] = WaitReason(Wait.DRAINED, gpus=job.gpus, host_gpus=undrained)
-            continue
-        if job.not_before is not None and job.not_before > now:
-            waiting[job.id] = WaitReason(Wait.BACKOFF, until=job.not_before)
-            wake_at = _earliest(wake_at, job.not_before)
             continue
         held = _held_by_limits(job, pool, limits)
         if held is not None:
@@ -363,18 +362,18 @@ def plan(
                 # the head's reservation, or within its spare.
                 soon = _reserve(job, pool).time <= now + sharing.preempt_after
                 # The GPUs its own victims are freeing (it comes right after the head).
-                own = sum(
+                freeing = sum(
                     len(set(r.gpus) & usable)
                     for r in running
                     if r.stopping and r.id in job.backfill_claim
                 )
                 victims = None
-                if head.admits(job.gpus, end) and (own or not soon):
+                if head.admits(job.gpus, end) and (freeing or not soon):
                     # Its victims alone must make the room: the free GPUs and others being
                     # freed may go to jobs before it (the head first) or to later backfills.
                     victims = choose_victims(
                         job,
-                        free=own,
+                        free=freeing,
                         running=[r for r in running if r.id not in preempted and not r.stopping],
                         usable=usable,
                         sharing=sharing,

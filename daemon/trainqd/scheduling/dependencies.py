@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from trainq.core.dependencies import Status, judge
 from trainq.core.dependencies import parse as parse_dependency
 from trainq.core.errors import InvalidSpec
-from trainq.core.reasons import Wait, WaitReason
+from trainq.core.reasons import WaitReason, own_reason
 from trainq.core.spec import JobSpec
 from trainqd.store import Store
 from trainqd.store.rows import JobRow
@@ -43,7 +43,7 @@ def check_named(specs: Sequence[JobSpec], store: Store) -> None:
                 raise InvalidSpec(f"after: no {dependency.what()}")
 
 
-def sort_pending(pending: Sequence[JobRow], store: Store) -> Sorted:
+def sort_pending(pending: Sequence[JobRow], store: Store, now: float) -> Sorted:
     """The pending jobs the planner may consider, and the others with their reasons. The
     states of each job or group named are read once per call."""
     result = Sorted()
@@ -68,7 +68,9 @@ def sort_pending(pending: Sequence[JobRow], store: Store) -> Sorted:
         if never is not None:
             result.never.append((job, never))
         elif first_unmet is not None:
-            result.waiting[job.id] = WaitReason(Wait.DEPENDENCY, after=first_unmet)
+            waits = own_reason(job.held_by, job.not_before, now, unmet=first_unmet)
+            assert waits is not None  # it has an unmet dependency at least
+            result.waiting[job.id] = waits
         else:
             result.ready.append(job)
     return result

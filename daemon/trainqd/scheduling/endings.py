@@ -1,4 +1,5 @@
-"""An attempt's end: make sure nothing of it lives on, then record how it ended.
+"""An attempt's end: make sure nothing of it lives on, then record how it ended (the record
+is trainq.core.outcomes'; the monitor concludes it in monitor/outcome.py).
 
 Called by the watcher when a monitor exits, by the launcher when an attempt could not start,
 and by reconcile for attempts that ended while no trainqd ran. How an end is judged (retry,
@@ -15,12 +16,11 @@ import anyio
 import structlog
 
 from trainq.core.errors import DiskFull, InvalidSpec
-from trainq.core.outcomes import Outcome
+from trainq.core.outcomes import REASON_CHARS, ExitRecord, Outcome
 from trainq.core.states import TransitionError
 from trainqd.attempts import engine
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.leftovers import end_attempt_cgroup, kill_attempt
-from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.observe.profiling import mark
 from trainqd.scheduling import sampling
 from trainqd.scheduling.outcomes import judge_end

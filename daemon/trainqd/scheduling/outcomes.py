@@ -1,5 +1,6 @@
 """What an ended attempt means for its job: a pure function of the job, its history and the
-exit record (or its absence). The store applies the result in one transaction.
+exit record (or its absence). The record is trainq.core.outcomes'; endings.py applies the
+result to the store, in one transaction.
 
     exit 0                          -> COMPLETED (also when it finished during a stop's grace)
     stopped / timed out             -> STOPPED, stop_reason says who or what
@@ -15,10 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from trainq.core.outcomes import Outcome
+from trainq.core.outcomes import REASON_CHARS, Ending, ExitRecord, Outcome
 from trainq.core.states import JobState
-from trainqd.monitor.outcome import Ending
-from trainqd.monitor.records import REASON_CHARS, ExitRecord
 from trainqd.scheduling.retry import Decision, RetryPolicy, signal_name
 from trainqd.store import AttemptRow, JobChanges, JobRow
 
@@ -30,7 +29,7 @@ LOST_REASON = "its monitor vanished without an exit record (host restart or kill
 @dataclass(frozen=True)
 class Verdict:
     target: JobState
-    outcome: str
+    outcome: Outcome
     exit_code: int | None
     signal: int | None
     reason: str | None
@@ -48,9 +47,9 @@ class Verdict:
 
 def describe(ended: Ending) -> str:
     """A failure in words when the trainer left none."""
-    if ended.outcome == "signaled" and ended.signal is not None:
+    if ended.outcome == Outcome.SIGNALED and ended.signal is not None:
         return f"killed by {signal_name(ended.signal)}"
-    if ended.outcome == "exited":
+    if ended.outcome == Outcome.EXITED:
         return f"exited with status {ended.exit_code}"
     return ended.outcome.replace("_", " ")
 
@@ -103,10 +102,10 @@ def judge_end(
     """`history`: the job's attempts before the one that ended."""
     policy = policy or RetryPolicy.for_spec(job.spec)
     if record is None:
-        ended = Ending("lost", reason=LOST_REASON)
+        ended = Ending(Outcome.LOST, reason=LOST_REASON)
         started_at, ended_at = None, now
     else:
-        ended = Ending(record.outcome, record.exit_code, record.signal, record.reason)
+        ended = record.ending
         started_at, ended_at = record.started_at, record.ended_at
     reason = (ended.reason or "")[:REASON_CHARS] or None
 
@@ -129,7 +128,7 @@ def judge_end(
             changes,
         )
 
-    if ended.outcome == "exited" and ended.exit_code == 0:
+    if ended.outcome == Outcome.EXITED and ended.exit_code == 0:
         return done(JobState.COMPLETED, "completed")
     if ended.outcome == Outcome.PREEMPTED and was_preempted(job):
         # Whatever the trainer did in its grace (a checkpointing trainer often exits 0), it
@@ -163,11 +162,11 @@ def judge_end(
             who,
             JobChanges(held_by=who.removeprefix(PAUSED_BY)),
         )
-    if ended.outcome == "timed_out":
+    if ended.outcome == Outcome.TIMED_OUT:
         return done(
             JobState.STOPPED, "time limit", changes=JobChanges(stop_reason=time_limit_reason(job))
         )
-    if job.state == JobState.STOPPING or ended.outcome == "stopped":
+    if job.state == JobState.STOPPING or ended.outcome == Outcome.STOPPED:
         # However the trainer ended once asked to stop, the job was stopped.
         return done(
             JobState.STOPPED,
@@ -176,7 +175,7 @@ def judge_end(
         )
 
     past = [
-        Ending(a.outcome or "lost", a.exit_code, a.signal, a.reason)
+        Ending(a.outcome or Outcome.LOST, a.exit_code, a.signal, a.reason)
         for a in history
         if a.ended_at is not None
     ]

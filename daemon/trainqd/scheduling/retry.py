@@ -7,7 +7,7 @@ SageMaker training toolkit exits 1 and writes `ExitCode N` into its failure file
 code is read from there; `ExitCode -N` there is a death by signal N.
 
 An attempt whose monitor vanished without a record (the machine rebooted, someone killed the
-monitor) is "lost", one the host's shutdown ended is "interrupted": that is the host's
+monitor) is `lost`, one the host's shutdown ended is `interrupted`: that is the host's
 doing, not the trainer's, so neither spends the job's retries; they have their own small
 budget so a job that takes the machine down with it does not loop for ever.
 """
@@ -19,19 +19,26 @@ import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from trainq.core.outcomes import Ending, Outcome
 from trainq.core.spec import JobSpec
-from trainqd.monitor.outcome import Ending
 
 TOOLKIT_EXIT_CODE = re.compile(r"\bExitCode[:=]?\s+(-?\d+)")
 MAX_LOST = 3
 # Ends that are the host's doing, not the trainer's: retried at once, on their own budget.
 HOST_FAULTS = {
-    "lost": "its monitor vanished (host restart?)",
-    "interrupted": "the host shut down under it",
+    Outcome.LOST: "its monitor vanished (host restart?)",
+    Outcome.INTERRUPTED: "the host shut down under it",
 }
 MAX_BACKOFF = 300.0
 PERMANENT = frozenset(
-    {"stopped", "timed_out", "start_failed", "engine_error", "feeder_failed", "oom_killed"}
+    {
+        Outcome.STOPPED,
+        Outcome.TIMED_OUT,
+        Outcome.START_FAILED,
+        Outcome.ENGINE_ERROR,
+        Outcome.FEEDER_FAILED,
+        Outcome.OOM_KILLED,
+    }
 )
 
 
@@ -63,11 +70,11 @@ class RetryPolicy:
 
     def transient_cause(self, ended: Ending) -> str | None:
         """Why this ending looks transient, or None when it is permanent."""
-        if ended.outcome == "signaled" and ended.signal is not None:
+        if ended.outcome == Outcome.SIGNALED and ended.signal is not None:
             if self.transient_signal(ended.signal):
                 return f"killed by {signal_name(ended.signal)}"
             return None
-        if ended.outcome != "exited" or not ended.exit_code:
+        if ended.outcome != Outcome.EXITED or not ended.exit_code:
             return None
         if ended.exit_code in self.transient_codes:
             return f"exit status {ended.exit_code}"

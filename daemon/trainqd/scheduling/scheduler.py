@@ -301,7 +301,7 @@ class Scheduler:
         if not any(job.spec.after for job in pending):
             self._dependency_waits = {}
             return pending
-        settled = dependencies.sort_pending(pending, self.store)
+        settled = dependencies.sort_pending(pending, self.store, now)
         self._dependency_waits = settled.waiting
         for job, why in settled.never:
             reason = dependencies.NEVER_MET + why

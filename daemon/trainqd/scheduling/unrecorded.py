@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainqd.monitor.records import ExitRecord
+from trainq.core.outcomes import ExitRecord
 
 FIRST_PAUSE = 1.0
 LONGEST_PAUSE = 30.0

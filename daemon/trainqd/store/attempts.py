@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from trainq.core.outcomes import Ending
 from trainq.core.states import JobState, TransitionError
-from trainqd.monitor.outcome import Ending
 from trainqd.store.rows import ATTEMPT_COLUMNS, AttemptRow, JobRow, attempt_from
 from trainqd.store.transitions import JobChanges, Transitions
 

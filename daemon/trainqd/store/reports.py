@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from trainq.core.outcomes import Outcome
 from trainq.core.states import TERMINAL
 from trainqd.store.base import StoreBase
 
@@ -25,9 +26,9 @@ def counter_parts(job_id: int | None) -> tuple[str, list[Any]]:
         " UNION ALL SELECT 'ended', state, count(*) FROM jobs"
         f" WHERE {jobs}state IN ({','.join('?' * len(terminal))}) GROUP BY state"
         " UNION ALL SELECT 'preemptions', '', count(*) FROM attempts"
-        f" WHERE {rows}retried=1 AND outcome='preempted'"
+        f" WHERE {rows}retried=1 AND outcome='{Outcome.PREEMPTED}'"
         " UNION ALL SELECT 'retries', '', count(*) FROM attempts"
-        f" WHERE {rows}retried=1 AND outcome IS NOT 'preempted'"
+        f" WHERE {rows}retried=1 AND outcome IS NOT '{Outcome.PREEMPTED}'"
         " UNION ALL SELECT 'idle_flags', '', count(*) FROM events"
         f" WHERE {rows}from_state = to_state AND reason LIKE 'GPUs idle%'"
     )

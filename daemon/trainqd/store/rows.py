@@ -9,6 +9,7 @@ import math
 import sqlite3
 from dataclasses import dataclass
 
+from trainq.core.outcomes import Outcome
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 
@@ -58,7 +59,7 @@ class AttemptRow:
     ended_at: float | None
     exit_code: int | None
     signal: int | None
-    outcome: str | None
+    outcome: Outcome | None  # stored as its text value
     reason: str | None
     retried: bool
     monitor_pid: int | None
@@ -148,7 +149,7 @@ def attempt_from(row: sqlite3.Row) -> AttemptRow:
         ended_at=_when(row["ended_at"]),
         exit_code=row["exit_code"],
         signal=row["signal"],
-        outcome=row["outcome"],
+        outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
         reason=row["reason"],
         retried=bool(row["retried"]),
         monitor_pid=row["monitor_pid"],
