@@ -119,17 +119,7 @@ class NodeSupervisor(TrainerSupervisor):
         """trainqd follows the gang's monitor alone."""
 
     def _record(self, ending: Ending) -> None:
-        record = ExitRecord(
-            job_id=self.launch.job_id,
-            attempt=self.launch.attempt,
-            outcome=ending.outcome,
-            started_at=self.started_at,
-            ended_at=self.ended_at or time.time(),
-            exit_code=ending.exit_code,
-            signal=ending.signal,
-            reason=ending.reason,
-            opt_ml=self.prepared.opt_ml if self.prepared is not None else None,
-        )
+        record = self._exit_record(ending)
         data = json.dumps(asdict(record), separators=(",", ":")).encode()
         with contextlib.suppress(OSError):
             os.write(self.report_fd, data[:MAX_RECORD_BYTES])
