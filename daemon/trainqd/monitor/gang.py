@@ -319,7 +319,7 @@ class GangSupervisor(TrainerSupervisor):
                 if self.backstop_at is not None:
                     timeout = max(0.0, self.backstop_at - time.monotonic())
                 selector.poll(-1 if timeout is None else timeout)
-                _drain(self.wake_fd)
+                self._drain_wakeups()
 
     def _reap_nodes(self) -> list[NodeRun]:
         ended = []
@@ -450,12 +450,6 @@ def _node_ending(run: NodeRun) -> Ending:
         return Ending("lost", reason=f"{run.name}: its monitor {status} without a record")
     reason = f"{run.name}: {record.reason}" if record.reason else run.name
     return Ending(record.outcome, record.exit_code, record.signal, reason)
-
-
-def _drain(fd: int) -> None:
-    with contextlib.suppress(BlockingIOError):
-        while os.read(fd, 512):
-            pass
 
 
 def run(launch: Launch) -> int:

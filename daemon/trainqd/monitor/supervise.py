@@ -272,7 +272,11 @@ class TrainerSupervisor:
                 self._check_timers()
                 timeout = self._next_timeout()
                 selector.poll(-1 if timeout is None else timeout)
-                _drain(self.wake_fd)
+                self._drain_wakeups()
+
+    def _drain_wakeups(self) -> None:
+        """Empty the pipe signals wake the loop through (set_wakeup_fd) once its poll returns."""
+        _drain(self.wake_fd)
 
     def _reap(self) -> None:
         while True:
