@@ -17,16 +17,11 @@ from typing import Any
 
 from tests.support.accounts import User
 from tests.support.daemon import SYSTEM_PYTHON
+from tests.support.users import unix_connection_source
 
-_AGENT = """
-import http.client, json, socket, sys
-
-class UnixConnection(http.client.HTTPConnection):
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(60)
-        self.sock.connect(sys.argv[1])
-
+_AGENT = (
+    unix_connection_source(60)
+    + """
 for line in sys.stdin:
     request = json.loads(line)
     body = request.get("body")
@@ -43,6 +38,7 @@ for line in sys.stdin:
         connection.close()
     print(json.dumps(answer), flush=True)
 """
+)
 
 
 class Answer:

@@ -20,6 +20,8 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from trainq.core.errors import TrainqError
+
 # How long a killed child is waited for; one stuck in the kernel (a hung NFS read) is left to
 # be reaped whenever it dies, without holding the caller.
 REAP_WAIT = 5.0
@@ -98,6 +100,16 @@ async def run_child(
         raise ChildTimedOut(what or os.path.basename(argv[0]), deadline)
     stdout, stderr, status = outcome
     return subprocess.CompletedProcess(list(argv), status, stdout, stderr)
+
+
+def child_failure(done: subprocess.CompletedProcess[bytes], doing: str) -> TrainqError:
+    """The one-line error of a child that exited non-zero: the last line it wrote to stderr,
+    or its exit status; `doing` is what trainqd could not do ("copy the job's source")."""
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return TrainqError(
+        f"trainqd could not {doing}"
+        + (f": {said[-1]}" if said else f" (exit status {done.returncode})")
+    )
 
 
 async def _communicate(process: Process, data: bytes) -> tuple[bytes, bytes, int]:

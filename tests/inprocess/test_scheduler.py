@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -20,7 +19,6 @@ from tests.support.inprocess import ME, PREEMPTING, World, running
 from trainq.core.errors import Conflict
 from trainq.core.outcomes import Outcome
 from trainq.core.reasons import Wait
-from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 from trainq.core.wire import JobRecord
 from trainqd.planning.policy import CLAIM_SLACK
@@ -279,6 +277,9 @@ preemptible = true
 may_preempt = true
 """
 
+# Three users who share the GPUs under SHARING, none of them the jobs' usual OWNER.
+USERS = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
+
 
 async def test_a_job_behind_the_head_that_preempted_claims_its_victims_gpus_only(
     tmp_path: Path,
@@ -286,18 +287,11 @@ async def test_a_job_behind_the_head_that_preempted_claims_its_victims_gpus_only
     """It preempted as a backfill for fair share: sorting first, it would take the head's
     place, and with it the head's reservation; it claims the GPUs its victim frees."""
     async with running(tmp_path, config=SHARING) as world:
-        users = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
-
-        def submit(owner: JobOwner, **spec: Any) -> int:
-            job = world.store.submit(JobSpec(command=["true"], **spec), owner, time.time())
-            world.scheduler.submitted(job)
-            return job.id
-
-        holding = [submit(users[0], gpus=1, max_runtime_seconds=900) for _ in range(2)]
+        holding = [world.submit(owner=USERS[0], gpus=1, max_runtime_seconds=900) for _ in range(2)]
         world.plan()
         assert [world.state(j) for j in holding] == [JobState.RUNNING] * 2
-        head = submit(users[2], gpus=2)  # no time limit: it waits for both
-        short = submit(users[1], gpus=1, max_runtime_seconds=60)
+        head = world.submit(owner=USERS[2], gpus=2)  # no time limit: it waits for both
+        short = world.submit(owner=USERS[1], gpus=1, max_runtime_seconds=60)
         world.plan()
         assert world.scheduler.waiting[short].kind == Wait.PREEMPTING_SHARE
         assert world.scheduler.waiting[head].kind == Wait.GPUS
@@ -319,18 +313,11 @@ async def test_a_backfill_claim_cannot_be_kept_to_jump_the_queue_later(tmp_path:
     """Its owner holds and releases the job that preempted behind the head: any change to
     the job ends its claim, so it cannot be kept to start first later."""
     async with running(tmp_path, config=SHARING) as world:
-        users = [JobOwner(ME.uid + n, ME.gid, f"{ME.user}{n}") for n in (1, 2, 3)]
-
-        def submit(owner: JobOwner, **spec: Any) -> int:
-            job = world.store.submit(JobSpec(command=["true"], **spec), owner, time.time())
-            world.scheduler.submitted(job)
-            return job.id
-
         for _ in range(2):
-            submit(users[0], gpus=1, max_runtime_seconds=900)
+            world.submit(owner=USERS[0], gpus=1, max_runtime_seconds=900)
         world.plan()
-        head = submit(users[2], gpus=2)
-        short = submit(users[1], gpus=1, max_runtime_seconds=60)
+        head = world.submit(owner=USERS[2], gpus=2)
+        short = world.submit(owner=USERS[1], gpus=1, max_runtime_seconds=60)
         world.plan()
         policy = world.daemon.policy
         assert short in policy.backfill_claims
@@ -342,7 +329,7 @@ async def test_a_backfill_claim_cannot_be_kept_to_jump_the_queue_later(tmp_path:
             return queue[0].backfill_claim
 
         assert claimed(time.time())
-        world.store.set_hold(short, users[1].user, time.time(), "held")
+        world.store.set_hold(short, USERS[1].user, time.time(), "held")
         world.store.set_hold(short, None, time.time(), "released")
         assert not claimed(time.time())
         assert short not in policy.backfill_claims

@@ -57,8 +57,8 @@ class World:
     def watcher(self) -> FakeWatcher:
         return self.watchers[-1]
 
-    def submit(self, **spec: Any) -> int:
-        job = self.store.submit(JobSpec(command=["true"], **spec), OWNER, time.time())
+    def submit(self, *, owner: JobOwner = OWNER, **spec: Any) -> int:
+        job = self.store.submit(JobSpec(command=["true"], **spec), owner, time.time())
         self.scheduler.submitted(job)
         return job.id
 

@@ -15,16 +15,25 @@ from tests.support.waiting import wait_for
 
 TRAINERS = Path(__file__).resolve().parents[1] / "multiuser" / "trainers"
 
-# Standard library only, started with -I: nothing of the user's environment takes part.
-_HTTP_CLIENT = """
+
+def unix_connection_source(timeout: float) -> str:
+    """The start of a client script run as a test user (standard library only, started with
+    -I: nothing of the user's environment takes part): `UnixConnection`, http.client over
+    the socket named by sys.argv[1], each read bounded by `timeout` seconds."""
+    return f"""
 import http.client, json, socket, sys
 
 class UnixConnection(http.client.HTTPConnection):
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
+        self.sock.settimeout({timeout})
         self.sock.connect(sys.argv[1])
+"""
 
+
+_HTTP_CLIENT = (
+    unix_connection_source(10)
+    + """
 method, path, body = sys.argv[2], sys.argv[3], sys.stdin.read()
 connection = UnixConnection("trainq")
 headers = {"Content-Type": "application/json"} if body else {}
@@ -32,6 +41,7 @@ connection.request(method, path, body=body.encode() or None, headers=headers)
 response = connection.getresponse()
 print(json.dumps({"status": response.status, "body": response.read().decode()}))
 """
+)
 
 
 def trainq_as(

@@ -13,6 +13,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -101,6 +102,16 @@ ChannelMode = Literal["File", "Pipe", "FastFile"]
 # Numbers are numbers: "2" or true where a count is asked for is a mistake to report, not
 # to guess at. A float field takes an integer too, never a boolean or a string.
 ExitStatus = Annotated[StrictInt, Field(ge=1, le=255)]
+
+
+def _check_image(value: str) -> str:
+    if not IMAGE_RE.match(value):
+        raise ValueError(f"image {value!r} is not an image reference")
+    return value
+
+
+# A job's image, or an instance group's own.
+ImageRef = Annotated[str, AfterValidator(_check_image)]
 
 
 class ChannelSpec(_Strict):
@@ -214,7 +225,7 @@ class InstanceGroup(_Strict):
     instance_count: Annotated[StrictInt, Field(ge=1, le=MAX_NODES)]
     gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
     command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)] | None = None
-    image: str | None = None
+    image: ImageRef | None = None
     environment: dict[str, str] = Field(default_factory=dict)
     # restart = "node": the job completes when this group's nodes have exited 0.
     primary: bool = False
@@ -229,13 +240,6 @@ class InstanceGroup(_Strict):
     def _command(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and (not value[0] or any("\0" in arg for arg in value)):
             raise ValueError("a group's command is a program, then its arguments, without NUL")
-        return value
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, value: str | None) -> str | None:
-        if value is not None and not IMAGE_RE.match(value):
-            raise ValueError(f"image {value!r} is not an image reference")
         return value
 
     @field_validator("environment")
@@ -263,7 +267,7 @@ class JobSpec(_Strict):
     priority: Annotated[StrictInt, Field(ge=-10_000, le=10_000)] = 0
     gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
     command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)] | None = None
-    image: str | None = None
+    image: ImageRef | None = None
     engine: Literal["docker", "podman"] | None = None
     network: Literal["none", "host", "bridge"] | None = None
     run_as_root: bool = False
@@ -351,13 +355,6 @@ class JobSpec(_Strict):
                         f"command argument {index} is longer than {MAX_ARG_BYTES} bytes, "
                         "the most the kernel passes a program"
                     )
-        return value
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, value: str | None) -> str | None:
-        if value is not None and not IMAGE_RE.match(value):
-            raise ValueError(f"image {value!r} is not an image reference")
         return value
 
     @field_validator("working_dir")

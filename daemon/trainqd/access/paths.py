@@ -16,11 +16,11 @@ from collections.abc import Mapping
 
 import anyio
 
-from trainq.core.errors import InvalidSpec, TrainqError
+from trainq.core.errors import InvalidSpec
 from trainq.core.spec import JobSpec
 from trainqd.access.identity import Account
 from trainqd.access.pathcheck import inspect_paths
-from trainqd.children import ChildTimedOut, module_child, run_child
+from trainqd.children import ChildTimedOut, child_failure, module_child, run_child
 from trainqd.departure import unless_client_leaves
 
 # The default of path_check_timeout_seconds: a check that opens a few paths takes
@@ -62,11 +62,7 @@ async def _inspect_in_child(
     except ChildTimedOut:
         raise _timed_out(deadline) from None
     if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        raise TrainqError(
-            "trainqd could not check the job's paths as its submitter"
-            + (f": {said[-1]}" if said else f" (exit status {done.returncode})")
-        )
+        raise child_failure(done, "check the job's paths as its submitter")
     result: dict[str, str] = json.loads(done.stdout)
     return result
 

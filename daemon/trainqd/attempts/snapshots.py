@@ -22,12 +22,12 @@ from pathlib import Path
 
 import anyio
 
-from trainq.core.errors import InvalidSpec, TrainqError
+from trainq.core.errors import InvalidSpec
 from trainq.core.spec import JobSpec
 from trainqd.access.identity import Account
 from trainqd.attempts.contract import CONTAINER_BASE
 from trainqd.attempts.jobdir import JobDirs
-from trainqd.children import module_child
+from trainqd.children import child_failure, module_child
 from trainqd.config import Config
 from trainqd.store.rows import JobRow
 
@@ -140,11 +140,7 @@ class Snapshots:
             check=False,
         )
         if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip().splitlines()
-            raise TrainqError(
-                "trainqd could not copy the job's source as its submitter"
-                + (f": {said[-1]}" if said else f" (exit status {done.returncode})")
-            )
+            raise child_failure(done, "copy the job's source as its submitter")
         answer: dict[str, object] = json.loads(done.stdout)
         return answer
 

@@ -119,17 +119,7 @@ class NodeSupervisor(TrainerSupervisor):
         """trainqd follows the gang's monitor alone."""
 
     def _record(self, ending: Ending) -> None:
-        record = ExitRecord(
-            job_id=self.launch.job_id,
-            attempt=self.launch.attempt,
-            outcome=ending.outcome,
-            started_at=self.started_at,
-            ended_at=self.ended_at or time.time(),
-            exit_code=ending.exit_code,
-            signal=ending.signal,
-            reason=ending.reason,
-            opt_ml=self.prepared.opt_ml if self.prepared is not None else None,
-        )
+        record = self._exit_record(ending)
         data = json.dumps(asdict(record), separators=(",", ":")).encode()
         with contextlib.suppress(OSError):
             os.write(self.report_fd, data[:MAX_RECORD_BYTES])
@@ -329,7 +319,7 @@ class GangSupervisor(TrainerSupervisor):
                 if self.backstop_at is not None:
                     timeout = max(0.0, self.backstop_at - time.monotonic())
                 selector.poll(-1 if timeout is None else timeout)
-                _drain(self.wake_fd)
+                self._drain_wakeups()
 
     def _reap_nodes(self) -> list[NodeRun]:
         ended = []
@@ -460,12 +450,6 @@ def _node_ending(run: NodeRun) -> Ending:
         return Ending(Outcome.LOST, reason=f"{run.name}: its monitor {status} without a record")
     reason = f"{run.name}: {record.reason}" if record.reason else run.name
     return Ending(record.outcome, record.exit_code, record.signal, reason)
-
-
-def _drain(fd: int) -> None:
-    with contextlib.suppress(BlockingIOError):
-        while os.read(fd, 512):
-            pass
 
 
 def run(launch: Launch) -> int:

@@ -271,7 +271,11 @@ class TrainerSupervisor:
                 self._check_timers()
                 timeout = self._next_timeout()
                 selector.poll(-1 if timeout is None else timeout)
-                _drain(self.wake_fd)
+                self._drain_wakeups()
+
+    def _drain_wakeups(self) -> None:
+        """Empty the pipe signals wake the loop through (set_wakeup_fd) once its poll returns."""
+        _drain(self.wake_fd)
 
     def _reap(self) -> None:
         while True:
@@ -497,8 +501,9 @@ class TrainerSupervisor:
         except OSError as exc:  # only a later trainqd needs it: the job goes on
             log(f"warning: cannot write {path}: {exc}")
 
-    def _record(self, ending: Ending) -> None:
-        record = ExitRecord(
+    def _exit_record(self, ending: Ending) -> ExitRecord:
+        """The attempt's exit record, as this monitor saw it end."""
+        return ExitRecord(
             job_id=self.launch.job_id,
             attempt=self.launch.attempt,
             outcome=ending.outcome,
@@ -509,6 +514,9 @@ class TrainerSupervisor:
             reason=ending.reason,
             opt_ml=self.prepared.opt_ml if self.prepared is not None else None,
         )
+
+    def _record(self, ending: Ending) -> None:
+        record = self._exit_record(ending)
         write_exit_record(os.path.join(self.launch.attempt_dir, EXIT_RECORD), record)
         log(f"exit record: {ending.outcome}")
 

@@ -120,7 +120,7 @@ def job_from(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
         name=row["name"],
         state=JobState(row["state"]),
         priority=row["priority"],
-        owner=JobOwner(uid=row["owner_uid"], gid=row["owner_gid"], user=row["owner_user"]),
+        owner=owner_from(row),
         spec=JobSpec.model_validate_json(row["spec"]) if spec is None else spec,
         gpus=tuple(json.loads(row["gpus"])),
         gpu_uuids=tuple(json.loads(row["gpu_uuids"])),
@@ -138,6 +138,11 @@ def job_from(row: sqlite3.Row, spec: JobSpec | None = None) -> JobRow:
         boost=row["boost"],
         preempted_count=row["preempted_count"],
     )
+
+
+def owner_from(row: sqlite3.Row) -> JobOwner:
+    """Who a job (or a tune) belongs to, from its owner_uid, owner_gid and owner_user."""
+    return JobOwner(uid=row["owner_uid"], gid=row["owner_gid"], user=row["owner_user"])
 
 
 def attempt_from(row: sqlite3.Row) -> AttemptRow:

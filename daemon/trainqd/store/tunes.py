@@ -16,7 +16,7 @@ from trainq.core.errors import NotFound
 from trainq.core.spec import JobSpec
 from trainq.core.tuning import TuneRequest
 from trainqd.store.inserts import NewJobs
-from trainqd.store.rows import JobOwner, JobRow
+from trainqd.store.rows import JobOwner, JobRow, owner_from
 from trainqd.store.store import Store
 
 TuneState = Literal["RUNNING", "COMPLETED", "FAILED", "STOPPED"]
@@ -54,7 +54,7 @@ class TrialRow:
 def _tune(row: sqlite3.Row) -> TuneRow:
     return TuneRow(
         id=row["id"],
-        owner=JobOwner(uid=row["owner_uid"], gid=row["owner_gid"], user=row["owner_user"]),
+        owner=owner_from(row),
         request=TuneRequest.model_validate_json(row["request"]),
         state=row["state"],
         group_id=row["group_id"],
