@@ -24,6 +24,23 @@ else:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 
+# Under pytest-xdist (`-n N --dist loadgroup`, as tests/run runs the suite), tests that share
+# one machine-wide thing run on one worker, one after another. The container engine is one
+# session's at a time (`engine_turn`, held until the session ends) and its container names
+# repeat across daemons; the local Slurm is one per machine and its tests use the engine too.
+MACHINE_WIDE_FIXTURES = {"engine": "engine", "slurm": "engine"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        groups = {group for name, group in MACHINE_WIDE_FIXTURES.items() if name in names}
+        if groups:
+            (group,) = groups
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def daemon() -> Iterator[Daemon]:
     """A real trainqd with four simulated GPUs."""

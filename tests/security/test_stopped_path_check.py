@@ -35,7 +35,7 @@ pytestmark = pytest.mark.multiuser
 _FREEZER = r"""
 import fcntl, os, select, signal, sys
 
-path = sys.argv[1]
+path, trainqd = sys.argv[1], sys.argv[2]
 signal.signal(signal.SIGIO, signal.SIG_IGN)  # the kernel's "give the lease up" is ignored
 with open(path, "w") as f:
     f.write("data\n")
@@ -50,6 +50,10 @@ while not select.select([sys.stdin], [], [], 0.01)[0]:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 if b"trainqd.pathcheck" not in f.read():
+                    continue
+            # Only the attacked trainqd's checks: other daemons on the machine go on.
+            with open(f"/proc/{name}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] != trainqd:
                     continue
             os.kill(int(name), signal.SIGSTOP)  # refused while it is still root's
         except OSError:
@@ -101,9 +105,9 @@ def alices_dir(shared_dir: Path, accounts: Accounts) -> Path:
 class Freezer:
     """alice's lease on her channel file and her SIGSTOPs of her path checks."""
 
-    def __init__(self, user: User, path: Path) -> None:
+    def __init__(self, user: User, path: Path, trainqd: int) -> None:
         self.proc = user.popen(
-            [SYSTEM_PYTHON, "-I", "-c", _FREEZER, str(path)],
+            [SYSTEM_PYTHON, "-I", "-c", _FREEZER, str(path), str(trainqd)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -133,8 +137,14 @@ class Freezer:
 
 
 @pytest.fixture
-def freezer(accounts: Accounts, alices_dir: Path) -> Iterator[Freezer]:
-    made = Freezer(accounts.alice, alices_dir / "leased.csv")
+def freezer(
+    request: pytest.FixtureRequest, accounts: Accounts, alices_dir: Path
+) -> Iterator[Freezer]:
+    # The daemon under attack: the test's quick_deadline or long_deadline.
+    (name,) = {"quick_deadline", "long_deadline"} & set(request.fixturenames)
+    daemon: Daemon = request.getfixturevalue(name)
+    assert daemon.proc is not None
+    made = Freezer(accounts.alice, alices_dir / "leased.csv", daemon.proc.pid)
     try:
         yield made
     finally:
