@@ -37,8 +37,10 @@ def test_no_gpu_overlap_under_contention(daemon: Daemon, tmp_path: Path) -> None
 
 def test_priority_then_submit_order(daemon: Daemon, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
-    # Hold all four GPUs so the rest queue up, then release them.
-    blocker = daemon.submit(python_job("gpu_ledger.py", str(ledger), "1.0", gpus=4))["id"]
+    # Hold all four GPUs so the rest queue up (for as long as submitting them takes), then
+    # release them.
+    release = tmp_path / "release"
+    blocker = daemon.submit(python_job("until_released.py", str(release), gpus=4))["id"]
     daemon.wait_state(blocker, "RUNNING")
     queued = [
         (
@@ -52,10 +54,12 @@ def test_priority_then_submit_order(daemon: Daemon, tmp_path: Path) -> None:
     pending = daemon.job(queued[0][1])
     assert pending["state"] == "PENDING"
     assert "4 GPUs" in pending["pending_reason"]
+    release.touch()
+    assert daemon.wait_state(blocker)["state"] == "COMPLETED"
     for _, job_id in queued:
         daemon.wait_state(job_id, timeout=60)
     started = [e["job"] for e in sorted(ledger_entries(ledger), key=lambda e: e["start"])]
-    expected = [blocker] + [j for _, j in sorted(queued, key=lambda pj: (-pj[0], pj[1]))]
+    expected = [j for _, j in sorted(queued, key=lambda pj: (-pj[0], pj[1]))]
     assert started == expected
 
 

@@ -56,7 +56,8 @@ def test_a_good_record_is_read() -> None:
         {"ended_at": float("inf")},
         {"ended_at": float("nan")},
         {"ended_at": -1},
-        {"started_at": time.time() + 10 * 86400},
+        # Named: every xdist worker must collect the same test ids.
+        pytest.param({"started_at": time.time() + 10 * 86400}, id="{'started_at': in 10 days}"),
         {"job_id": 8},
         {"attempt": 1},
         {"job_id": 2**70},

@@ -164,10 +164,12 @@ class Attempt:
 
 
 def make_launch(root: Path, argv: list[str], **changes: Any) -> Launch:
-    ml_root = root / "ml"
+    # As trainqd lays it out (<state>/jobs/<id>/ml): the attempt's cgroup is named after its
+    # jobs directory, so attempts of tests running at once never share one.
+    ml_root = root / "jobs" / "7" / "ml"
     attempt_dir = root / "attempts" / "1"
     attempt_dir.mkdir(parents=True)
-    ml_root.mkdir()
+    ml_root.mkdir(parents=True)
     launch = Launch(
         job_id=7,
         attempt=1,

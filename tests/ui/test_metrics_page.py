@@ -51,7 +51,8 @@ def test_a_jobs_metrics_are_drawn_as_the_api_gives_them_and_follow_the_trainer(
         attempts = box.get(path).json()["attempts"]
         return attempts[0]["series"].get("loss", {}).get("count", 0) if attempts else 0
 
-    until(lambda: reported() == 3, "three epochs reported")
+    # Bounded generously: on a loaded machine the trainer and the once-a-second reader lag.
+    until(lambda: reported() == 3, "three epochs reported", timeout=60)
     page = ui.open(browser, f"#/job/{job['id']}")
     until(lambda: drawn(page, "loss") is not None, "the loss chart")
     three = [[e, round(1.0 / e, 4)] for e in range(1, 4)]
