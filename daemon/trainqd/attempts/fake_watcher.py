@@ -18,7 +18,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from trainq.core.outcomes import ExitRecord, Outcome
-from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor, Watcher
+from trainqd.attempts.watcher import FoundMonitor, OnEnd, StopCause, WatchedMonitor, Watcher
 from trainqd.monitor.records import Launch
 
 FIRST_PID = 1000
@@ -53,23 +53,18 @@ class FakeWatcher:
             launch.job_id, launch.attempt, self.next_pid, 1, attempt_dir, stop_file
         )
 
-    def attach(
-        self,
-        job_id: int,
-        *,
-        attempt: int,
-        pid: int,
-        start_ticks: int | None,
-        boot_id: str | None,
-        attempt_dir: Path,
-        stop_file: Path,
-        deadline: float | None,
-        grace: float,
-    ) -> WatchedMonitor | None:
-        if boot_id != self.boot_id or pid not in self.alive:
+    def attach(self, found: FoundMonitor) -> WatchedMonitor | None:
+        if found.boot_id != self.boot_id or found.pid not in self.alive:
             return None
-        self.watched[job_id] = attempt
-        return WatchedMonitor(job_id, attempt, pid, start_ticks, attempt_dir, stop_file)
+        self.watched[found.job_id] = found.attempt
+        return WatchedMonitor(
+            found.job_id,
+            found.attempt,
+            found.pid,
+            found.start_ticks,
+            found.attempt_dir,
+            found.stop_file,
+        )
 
     def request_stop(
         self, job_id: int, grace: float, reason: StopCause, requested_by: int | None

@@ -115,6 +115,23 @@ class WatchedMonitor:
             self.end_due, self.due_grace = at, grace
 
 
+@dataclass(frozen=True)
+class FoundMonitor:
+    """What trainqd recorded of a monitor a previous trainqd started, for `Watcher.attach`
+    to watch it again: its pid, start time and boot, and the attempt's time limit as it
+    stands now (`deadline`, None: none) and stop grace."""
+
+    job_id: int
+    attempt: int
+    pid: int
+    start_ticks: int | None
+    boot_id: str | None
+    attempt_dir: Path
+    stop_file: Path
+    deadline: float | None
+    grace: float
+
+
 def read_exit_record(attempt_dir: Path, job_id: int, attempt: int) -> ExitRecord | None:
     """How the attempt ended, from its monitor's record; None if there is none. The record
     lies where the job's owner may write, so one trainqd cannot accept (a link, a FIFO,
@@ -191,19 +208,7 @@ class Watcher(Protocol):
 
     def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> WatchedMonitor: ...
 
-    def attach(
-        self,
-        job_id: int,
-        *,
-        attempt: int,
-        pid: int,
-        start_ticks: int | None,
-        boot_id: str | None,
-        attempt_dir: Path,
-        stop_file: Path,
-        deadline: float | None,
-        grace: float,
-    ) -> WatchedMonitor | None: ...
+    def attach(self, found: FoundMonitor) -> WatchedMonitor | None: ...
 
     def request_stop(
         self, job_id: int, grace: float, reason: StopCause, requested_by: int | None
@@ -250,39 +255,35 @@ class MonitorWatcher:
         self._watch(monitor)
         return monitor
 
-    def attach(
-        self,
-        job_id: int,
-        *,
-        attempt: int,
-        pid: int,
-        start_ticks: int | None,
-        boot_id: str | None,
-        attempt_dir: Path,
-        stop_file: Path,
-        deadline: float | None,
-        grace: float,
-    ) -> WatchedMonitor | None:
+    def attach(self, found: FoundMonitor) -> WatchedMonitor | None:
         """Watch a monitor that outlived a previous trainqd, if it is still that monitor,
         and hold it to its time limit (`deadline`, with `grace`) and to any stop it was
         given before."""
-        if boot_id != self.boot_id or start_ticks is None:
+        if found.boot_id != self.boot_id or found.start_ticks is None:
             return None
         try:
-            pidfd = os.pidfd_open(pid)
+            pidfd = os.pidfd_open(found.pid)
         except (ProcessLookupError, PermissionError):
             return None
         # Checked after the pidfd is open: from here on it cannot come to mean another process.
-        if not procfs.is_same_process(pid, start_ticks, boot_id) or outside_attempt_cgroup(
-            pid, attempt_dir, job_id, attempt
-        ):
+        if not procfs.is_same_process(
+            found.pid, found.start_ticks, found.boot_id
+        ) or outside_attempt_cgroup(found.pid, found.attempt_dir, found.job_id, found.attempt):
             os.close(pidfd)
             return None
         monitor = WatchedMonitor(
-            job_id, attempt, pid, start_ticks, attempt_dir, stop_file, None, pidfd
+            found.job_id,
+            found.attempt,
+            found.pid,
+            found.start_ticks,
+            found.attempt_dir,
+            found.stop_file,
+            None,
+            pidfd,
         )
-        if deadline is not None:
-            monitor.expect_end(deadline + grace + self.margin, "time_limit", grace)
+        grace = found.grace
+        if found.deadline is not None:
+            monitor.expect_end(found.deadline + grace + self.margin, "time_limit", grace)
         self._stop_given_before(monitor, grace)
         self._watch(monitor)
         return monitor

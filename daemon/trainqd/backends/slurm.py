@@ -60,7 +60,13 @@ from trainqd.attempts import engine
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.launch import remaining_runtime, stop_grace
 from trainqd.attempts.snapshots import as_run
-from trainqd.attempts.watcher import OnEnd, StopCause, WatchedMonitor, read_exit_record
+from trainqd.attempts.watcher import (
+    FoundMonitor,
+    OnEnd,
+    StopCause,
+    WatchedMonitor,
+    read_exit_record,
+)
 from trainqd.children import run_child
 from trainqd.config import Config
 from trainqd.monitor.records import (
@@ -159,7 +165,7 @@ class SlurmBackend:
     def start(self, launch: Launch, attempt_dir: Path, stop_file: Path) -> WatchedMonitor:
         raise RuntimeError("with backend = slurm every attempt is handed to Slurm")
 
-    def attach(self, job_id: int, **_: object) -> WatchedMonitor | None:
+    def attach(self, found: FoundMonitor) -> WatchedMonitor | None:
         return None  # take_over follows Slurm jobs; there are no local monitors
 
     def set_deadline(self, job_id: int, deadline: float | None) -> bool:

@@ -12,7 +12,12 @@ import structlog
 from trainq.core.states import ACTIVE
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.launch import remaining_runtime, stop_grace
-from trainqd.attempts.watcher import Watcher, read_exit_record, read_monitor_info
+from trainqd.attempts.watcher import (
+    FoundMonitor,
+    Watcher,
+    read_exit_record,
+    read_monitor_info,
+)
 from trainqd.scheduling.endings import AttemptEnds
 from trainqd.store import Store
 
@@ -48,7 +53,7 @@ async def reconcile(
         if pid is not None:
             # The watcher holds it to its time limit and to a stop given before, as it
             # holds the monitors it starts.
-            monitor = watcher.attach(
+            found = FoundMonitor(
                 job.id,
                 attempt=number,
                 pid=pid,
@@ -59,6 +64,7 @@ async def reconcile(
                 deadline=deadline,
                 grace=stop_grace(job, default_grace),
             )
+            monitor = watcher.attach(found)
         if monitor is not None:
             if deadline is not None:  # the monitor enforces it; the planner reckons with it
                 deadlines[job.id] = deadline
