@@ -3,8 +3,8 @@
 Its validation loss is a fixed function of its hyperparameters and the epoch: least at
 lr = 0.01 and layers = 4, falling with each epoch. It reads the hyperparameters as every
 SageMaker trainer does, prints `epoch N val_loss=V` once an epoch (what the spec's
-metric_definitions match), and keeps a checkpoint per epoch, so a paused or preempted trial
-resumes where it stopped.
+metric_definitions match) once that epoch's checkpoint is kept, so a paused or preempted
+trial resumes where it stopped.
 """
 
 import json
@@ -31,10 +31,12 @@ val_loss = floor + 1.0 / max(start - 1, 1)  # resumed from a last epoch's checkp
 for epoch in range(start, epochs + 1):
     time.sleep(epoch_seconds)
     val_loss = floor + 1.0 / epoch
-    print(f"epoch {epoch} val_loss={val_loss:.6f}", flush=True)
+    # The checkpoint first, then the report: a tuner acting on the report (PBT copying this
+    # trial's checkpoints) then finds the state the reported value belongs to.
     with open(checkpoint + ".tmp", "w") as f:
         json.dump({"epoch": epoch}, f)
     os.replace(checkpoint + ".tmp", checkpoint)
+    print(f"epoch {epoch} val_loss={val_loss:.6f}", flush=True)
 
 with open(os.path.join(base, "model", "model.json"), "w") as f:
     json.dump({"lr": lr, "layers": layers, "val_loss": val_loss}, f)
