@@ -378,10 +378,12 @@ def test_pbt_resumes_the_worst_trial_from_the_best_ones_checkpoints(
         assert trial["params"] == last["params"]
         assert len(job["attempts"]) == last["attempt"]
         assert job["attempts"][0]["outcome"] == "preempted"  # paused, no retry spent
-        # The resumed attempt went on from the donor's checkpoint, not from epoch 1.
+        # The resumed attempt went on from the donor's checkpoint, not from epoch 1: the
+        # newest the donor had kept when the copy was made, which may be behind this trial's
+        # own (trials run side by side; the first to reach the interval is ranked first).
         resumed = daemon.cli("logs", "--attempt", str(last["attempt"]), str(trial["job_id"]))
         first_epoch = int(resumed.stdout.split()[1])
-        assert first_epoch > 3, resumed.stdout
+        assert first_epoch > 1, resumed.stdout
         said = event_reasons(daemon, trial["job_id"])
         assert any(r.startswith(f"paused by tune {tune['id']} (pbt): val_loss ") for r in said)
         assert f"resumed by tune {tune['id']} (pbt)" in said
