@@ -91,6 +91,22 @@ def test_a_submitted_job_shows_on_the_open_queue_page(
     screenshot(page, "queue")
 
 
+def test_a_waiting_job_of_several_nodes_shows_the_gpus_of_all_its_nodes(
+    box: Daemon, ui: Forwarder, browser: Browser
+) -> None:
+    gang = box.submit({**SLEEPER, "instance_count": 2, "gpus": 1})
+    assert box.cli("hold", str(gang["id"])).returncode == 0  # kept waiting, as queued
+    page = ui.open(browser, "#/queue")
+    row = page.locator(f"#queue tr[data-job='{gang['id']}']")
+    until(lambda: row.count() == 1, "the held gang")
+    assert row.locator("td").all_inner_texts()[4] == "2"  # two nodes of one GPU each
+    job_page = ui.open(browser, f"#/job/{gang['id']}")
+    until(lambda: "2 nodes" in job_page.locator("#spec").inner_text(), "the job's spec")
+    assert "GPUs\n2 (2 nodes \u00d7 1)" in job_page.locator("#spec").inner_text()
+    assert page.script_errors == []  # type: ignore[attr-defined]
+    assert job_page.script_errors == []  # type: ignore[attr-defined]
+
+
 def test_the_users_page_and_a_phone_width(box: Daemon, ui: Forwarder, browser: Browser) -> None:
     job = box.submit(SLEEPER)
     box.wait_state(job["id"], "RUNNING")

@@ -204,7 +204,7 @@ async function queuePage() {
     cell(job.name),
     cell(job.owner.user),
     el("td", {}, stateWord(job.state)),
-    cell(job.gpus.length ? job.gpus.join(", ") : String(job.spec.gpus ?? 0)),
+    cell(job.gpus.length ? job.gpus.join(", ") : String(totalGpus(job.spec))),
     num(job.place),
     cell(job.pending_reason ?? (job.started_at ? `since ${when(job.started_at)}` : null))));
   const more = list.next ? el("p", { class: "note", text: `The first ${jobs.length} of ${list.total} jobs.` }) : null;
@@ -431,12 +431,30 @@ async function jobPage(id) {
   followLog(job, log, signal);
 }
 
+// The GPUs a job takes in all: a job of several nodes takes each node's (trainq.core.nodes).
+function totalGpus(spec) {
+  const groups = spec.instance_groups ?? [];
+  if (groups.length) return groups.reduce((sum, g) => sum + (g.instance_count ?? 1) * (g.gpus ?? 0), 0);
+  return (spec.instance_count ?? 1) * (spec.gpus ?? 0);
+}
+
+// How its GPUs are laid out over its nodes, for the job's page.
+function gpuLayout(spec) {
+  const groups = spec.instance_groups ?? [];
+  if (groups.length) {
+    const parts = groups.map((g) => `${g.name}: ${g.instance_count ?? 1} × ${g.gpus ?? 0}`);
+    return `${totalGpus(spec)} (${parts.join(", ")})`;
+  }
+  const nodes = spec.instance_count ?? 1;
+  return nodes > 1 ? `${totalGpus(spec)} (${nodes} nodes × ${spec.gpus ?? 0})` : spec.gpus;
+}
+
 // The spec as the API gave it: other users get hidden values where the owner gets them whole.
 function specList(spec) {
   const rows = [
     ["Command", spec.command ? spec.command.join(" ") : null],
     ["Image", spec.image],
-    ["GPUs", spec.gpus],
+    ["GPUs", gpuLayout(spec)],
     ...Object.entries(spec.environment ?? {}).map(([k, v]) => [`env ${k}`, v]),
     ...Object.entries(spec.hyperparameters ?? {}).map(([k, v]) => [`hyperparameter ${k}`, typeof v === "string" ? v : JSON.stringify(v)]),
   ].filter(([, value]) => value !== null && value !== undefined);
