@@ -108,7 +108,9 @@ def read(epoch):
         time.sleep(0.01)
     with open(path, "rb") as f:
         return f.read()
-open(sys.argv[1], "wb").write(read(0))
+# Written whole, then renamed: the test reads it as soon as it exists.
+open(sys.argv[1] + ".part", "wb").write(read(0))
+os.rename(sys.argv[1] + ".part", sys.argv[1])
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.01)
 print("epoch 1 gave", len(read(1)), "bytes")
