@@ -31,7 +31,10 @@ def test_stop_kills_a_tree_that_ignores_sigterm(daemon: Daemon) -> None:
         )
     )
     tree_file = Path(job["job_dir"]) / "output" / "data" / "tree"
-    wait_for(tree_file.exists, what="the process tree to start")
+    wait_for(
+        lambda: tree_file.exists() and tree_file.read_text().strip(),
+        what="the process tree to start",
+    )
     pids = [int(p) for p in tree_file.read_text().split()]
     assert len(pids_alive(pids)) == 4
     assert daemon.cli("stop", str(job["id"])).returncode == 0

@@ -18,7 +18,11 @@ from tests.support.waiting import wait_for
 
 def started(daemon: Daemon, job_id: int) -> int:
     pid_file = Path(daemon.job(job_id)["job_dir"]) / "output" / "data" / "pid"
-    wait_for(pid_file.exists, what=f"job {job_id}'s trainer to start")
+    # Its content too: the trainer creates the file, then writes to it.
+    wait_for(
+        lambda: pid_file.exists() and pid_file.read_text().strip(),
+        what=f"job {job_id}'s trainer to start",
+    )
     return int(pid_file.read_text())
 
 

@@ -41,7 +41,9 @@ def test_another_users_job_cannot_reach_a_node(
     gang = submit_as(workstation, accounts.alice, spec)
     nodes = workstation.job(gang["id"])["nodes"]
     pid_file = Path(nodes[0]["job_dir"]) / "model" / "pid"
-    wait_for(pid_file.exists, what="the first node to listen")
+    wait_for(
+        lambda: pid_file.exists() and pid_file.read_text().strip(), what="the first node to listen"
+    )
     node_pid = int(pid_file.read_text())
     env = environment_of(node_pid)
     address, port = env["TRAINQ_NODE_ADDRESS"], env["PADDLE_PORT"]
