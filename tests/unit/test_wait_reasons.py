@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.factories import OWNER, job
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
@@ -17,7 +18,7 @@ from trainqd.backends.slurm import Handed, slurm_wait
 from trainqd.planning import inputs, planner
 from trainqd.planning.records import Capacity, Limits
 from trainqd.scheduling.dependencies import sort_pending
-from trainqd.store import JobOwner, JobRow, Store
+from trainqd.store import JobRow, Store
 
 NOW = 1_000_000.0
 BACKOFF_END = NOW + 60.0
@@ -26,26 +27,17 @@ BACKING_OFF = WaitReason(Wait.BACKOFF, until=BACKOFF_END)
 
 
 def pending(gpus: int = 1, **changes: object) -> JobRow:
-    job = JobRow(
-        id=7,
-        name="j",
-        state=JobState.PENDING,
-        priority=0,
-        owner=JobOwner(1000, 1000, "alice"),
-        spec=JobSpec(command=["x"], gpus=gpus),
-        gpus=(),
-        gpu_uuids=(),
-        created_at=NOW - 100.0,
-        started_at=None,
-        ended_at=None,
-        failure_reason=None,
-        stop_reason=None,
-        not_before=None,
-        runtime_used=0.0,
-        attempt_count=0,
-        lost_count=0,
-    )
-    return dataclasses.replace(job, **changes)  # type: ignore[arg-type]
+    """Job 7, queued and never started (the store's row of tests/support/factories)."""
+    fields: dict[str, object] = {
+        "id": 7,
+        "gpus": (),
+        "gpu_uuids": (),
+        "created_at": NOW - 100.0,
+        "started_at": None,
+        "attempt_count": 0,
+        **changes,
+    }
+    return dataclasses.replace(job(JobState.PENDING, gpus=gpus), **fields)  # type: ignore[arg-type]
 
 
 def capacity(*, drained: frozenset[int] = frozenset(), host_drained: bool = False) -> Capacity:
@@ -116,7 +108,7 @@ def test_a_job_waiting_for_another_is_described_alike(
     scheduler's, with either back end, and the API's views make the same of it."""
     store = Store.open(tmp_path / "trainq.db")
     try:
-        first = store.submit(JobSpec(command=["x"]), JobOwner(1000, 1000, "alice"), NOW)
+        first = store.submit(JobSpec(command=["x"]), OWNER, NOW)
         assert first.id == 1
         job = pending(**changes, spec=JobSpec(command=["x"], after=["1"]))
         settled = sort_pending([job], store, NOW)
