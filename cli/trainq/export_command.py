@@ -5,7 +5,7 @@ builds it) or from an existing job (`trainq export JOB`, its spec as trainqd hol
 translation is `trainq.core.export`'s; this module gathers the inputs, prints the artifact
 or writes it (`-o FILE`), and turns a refusal into one line and exit status 2.
 
-Its flags are `trainq.cli`'s (the spec's are `trainq.specfile.SPEC_FLAGS`, as for submit);
+Its flags are `trainq.flags.export`'s (the spec's are `trainq.specfile.SPEC_FLAGS`, as for submit);
 `export` is the command itself (`Context`, parsed arguments) and `run_export` the same for
 callers that gather the options otherwise.
 """

@@ -7,7 +7,7 @@ client can know (its current directory, its PATH) is added by `trainq.client.spe
 as the Python library adds it.
 
 The flags that set the spec's fields are declared once, in `SPEC_FLAGS`: `trainq submit` and
-`trainq export` take the same ones (`trainq.cli` makes them typer options), and
+`trainq export` take the same ones (`trainq.flags.spec` makes them typer options), and
 `submit_flags` reads them back from the parsed line.
 
 Merging: a flag replaces the file's key of the same name; `--hp`, `--env` and `--channel`
@@ -71,8 +71,8 @@ class SubmitFlags(NamedTuple):
 
 class SpecFlag(NamedTuple):
     """A flag that sets a field of the spec, declared once for every command that builds a
-    spec from a file and flags (`trainq submit`, `trainq export`; `trainq.cli` turns each
-    into a typer option)."""
+    spec from a file and flags (`trainq submit`, `trainq export`; `trainq.flags.spec` turns
+    each into a typer option)."""
 
     param: str  # its name in the parsed command line
     field: str  # the SubmitFlags field it fills
