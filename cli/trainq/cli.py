@@ -14,14 +14,14 @@ flag through pydantic, ~150 ms of imports; from 0.26 it carries click as a priva
 whose exceptions this module needs). rich is loaded by typer only to draw `--help`, and by
 the commands that draw tables; usage errors are worded in one line without it
 (`trainq.flags.usage`). Flag values are parsed by trainq.specfile's functions, wrapped
-(`trainq.flags.values._typed`) so that their messages reach the user as they are.
+(`trainq.flags.values.typed`) so that their messages reach the user as they are.
 
 Adding a command: write `def run(ctx: Context, args: Namespace) -> int` in its own module,
 add a line to `trainq.commands.COMMANDS` that imports it lazily, add one function to the
 module of trainq.flags of its concern, decorated with `@commands.command(short_help=...)`,
-whose parameters are its flags and which returns `_parsed(ctx, "name", flag=value, ...)`:
+whose parameters are its flags and which returns `parsed(ctx, "name", flag=value, ...)`:
 the attribute names the command reads; and add its name to `ORDER` here. The flags that set
-a spec's fields are declared once (`trainq.specfile.SPEC_FLAGS`); `@_with_spec_flags`
+a spec's fields are declared once (`trainq.specfile.SPEC_FLAGS`); `@with_spec_flags`
 (`trainq.flags.spec`) gives them to the commands that build a spec (`submit`, `export`).
 
 Exit statuses: trainq.core.errors.ExitCode (2 for usage errors), 130 after Ctrl-C, 141 when the
@@ -48,8 +48,8 @@ from trainq.core import __version__
 from trainq.core.errors import TrainqError
 from trainq.core.paths import client_socket
 from trainq.flags import control, experiments, export, host, logs, queue, submit, ui
-from trainq.flags.common import PROG, Socket, _did_you_mean, _UsageError
-from trainq.flags.usage import _one_line_usage
+from trainq.flags.common import PROG, Socket, UsageError, did_you_mean
+from trainq.flags.usage import one_line_usage
 
 INTERRUPTED = 130
 BROKEN_PIPE = 141
@@ -70,9 +70,9 @@ class _Group(TyperGroup):
         name = args[0] if args else ""
         if name not in self.commands and not ctx.resilient_parsing:
             choices = ", ".join(repr(command) for command in self.commands)
-            raise _UsageError(
+            raise UsageError(
                 f"argument COMMAND: invalid choice: {name!r} (choose from {choices})"
-                + _did_you_mean(name, self.commands),
+                + did_you_mean(name, self.commands),
                 ctx,
             )
         return super().resolve_command(ctx, args)
@@ -178,7 +178,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace | int:
             args=list(argv), prog_name=PROG, complete_var=COMPLETE_VAR, standalone_mode=False
         )
     except click.UsageError as exc:
-        _say_raw(_one_line_usage(exc))
+        _say_raw(one_line_usage(exc))
         return USAGE
     except click.Abort:
         return INTERRUPTED

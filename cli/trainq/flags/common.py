@@ -18,7 +18,7 @@ from trainq.flags.values import JOB_ID, STATE
 PROG = "trainq"
 
 
-def _did_you_mean(word: str, known: Iterable[str]) -> str:
+def did_you_mean(word: str, known: Iterable[str]) -> str:
     """`; did you mean 'submit'?` for a near miss (`sumbit`, `--gpu`), else nothing."""
     import difflib  # noqa: PLC0415 (only a mistake pays for it)
 
@@ -28,7 +28,7 @@ def _did_you_mean(word: str, known: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-class _UsageError(click.UsageError):
+class UsageError(click.UsageError):
     """A usage error already worded as trainq words it (`argument --x: ...`)."""
 
 
@@ -80,27 +80,27 @@ NameFilter = Annotated[
 ]
 
 
-def _jobs_or_filters(ctx: typer.Context, jobs: list[int] | None, **filters: Any) -> None:
+def jobs_or_filters(ctx: typer.Context, jobs: list[int] | None, **filters: Any) -> None:
     from trainq.selection import Filters, check  # noqa: PLC0415
 
     try:
         check(jobs or [], Filters(**filters))
     except TrainqError as exc:
-        raise _UsageError(exc.message, ctx) from None
+        raise UsageError(exc.message, ctx) from None
 
 
-def _job_or_group(ctx: typer.Context, job: int | None, group: int | None) -> None:
+def job_or_group(ctx: typer.Context, job: int | None, group: int | None) -> None:
     if job is None and group is None:
-        raise _UsageError("the following arguments are required: JOB (or --group G)", ctx)
+        raise UsageError("the following arguments are required: JOB (or --group G)", ctx)
     if job is not None and group is not None:
-        raise _UsageError("argument --group: not allowed with argument JOB", ctx)
+        raise UsageError("argument --group: not allowed with argument JOB", ctx)
 
 
-def _parsed(ctx: typer.Context, command: str, **values: Any) -> argparse.Namespace:
+def parsed(ctx: typer.Context, command: str, **values: Any) -> argparse.Namespace:
     """The parsed line: `--socket` given after the command wins over one given before."""
     socket = values.pop("socket", None) or (ctx.parent.params.get("socket") if ctx.parent else None)
     return argparse.Namespace(command=command, socket=socket, **values)
 
 
-def _repeated(flag: str, metavar: str, kind: Callable[[str], Any], help_text: str) -> Any:
+def repeated(flag: str, metavar: str, kind: Callable[[str], Any], help_text: str) -> Any:
     return typer.Option(flag, metavar=metavar, parser=kind, help=help_text, show_default=False)

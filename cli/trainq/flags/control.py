@@ -18,8 +18,8 @@ from trainq.flags.common import (
     StateFilter,
     UnfinishedJob,
     UserFilter,
-    _jobs_or_filters,
-    _parsed,
+    jobs_or_filters,
+    parsed,
 )
 from trainq.flags.values import COUNT, DURATION, INTEGER, WHOLE_DURATION
 
@@ -48,8 +48,8 @@ def stop(
     """Stop jobs: SIGTERM, their grace, then SIGKILL. Prints the state each is in now. With
     --group alone, every unfinished job of the group that you may stop; with filters
     (--user, --state, --name, --group), the unfinished jobs they pick, yours unless --user."""
-    _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
-    return _parsed(
+    jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
+    return parsed(
         ctx, "stop", socket=socket, jobs=jobs or [], group=group, user=user, state=state,
         name=name, grace=grace,
     )  # fmt: skip
@@ -72,8 +72,8 @@ def hold(
     hold is an admin's to release). A running job is paused: stopped with its grace, its
     GPUs freed and its checkpoints kept, and queued again held; `trainq release` resumes
     it as its next attempt, no retry spent. Filters pick pending jobs, yours unless --user."""
-    _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
-    return _parsed(
+    jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
+    return parsed(
         ctx, "hold", socket=socket, jobs=jobs or [], user=user, state=state, name=name,
         group=group,
     )  # fmt: skip
@@ -91,8 +91,8 @@ def release(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Let held jobs start again. Filters pick pending jobs, yours unless --user."""
-    _jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
-    return _parsed(
+    jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
+    return parsed(
         ctx, "release", socket=socket, jobs=jobs or [], user=user, state=state, name=name,
         group=group,
     )  # fmt: skip
@@ -127,7 +127,7 @@ def update(
 ) -> argparse.Namespace:
     """Change a job that has not started: the same rules as at submit. Of a running job,
     only --max-runtime: within its class's maximum (admins: beyond it)."""
-    return _parsed(
+    return parsed(
         ctx, "update", socket=socket, job=job, priority=priority, gpus=gpus,
         max_runtime=max_runtime, job_class=job_class, boost=boost,
     )  # fmt: skip
@@ -153,10 +153,10 @@ def rm(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Delete ended jobs: their directories (logs, ml root, checkpoints) and records."""
-    _jobs_or_filters(
+    jobs_or_filters(
         ctx, jobs, ended=ended, older_than=older_than, user=user, name=name, group=group
     )
-    return _parsed(
+    return parsed(
         ctx, "rm", socket=socket, jobs=jobs or [], ended=ended, older_than=older_than,
         user=user, name=name, group=group,
     )  # fmt: skip

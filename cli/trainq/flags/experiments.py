@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainq.flags.common import JOB_COMMAND, AnyJob, Json, Socket, _parsed, _UsageError
+from trainq.flags.common import JOB_COMMAND, AnyJob, Json, Socket, UsageError, parsed
 from trainq.flags.values import ATTEMPT, JOB_ID
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
@@ -27,7 +27,7 @@ def metrics(
 ) -> argparse.Namespace:
     """A job's metrics, read from its output (metric_definitions, --metric) and from
     /opt/ml/output/metrics.jsonl: each one's latest and best value and a plot of its series."""
-    return _parsed(ctx, "metrics", socket=socket, job=job, attempt=attempt, json=json)
+    return parsed(ctx, "metrics", socket=socket, job=job, attempt=attempt, json=json)
 
 
 @commands.command(short_help="tuning experiments: start (-f SPEC), ls, show, stop")
@@ -56,11 +56,11 @@ def tune(
     one's model directory and the objective's curves (`--plot FILE.png`: as an image); `stop
     ID` stops it and its trials."""
     if action not in (None, "ls", "show", "stop"):
-        raise _UsageError(f"argument ACTION: invalid choice: {action!r} (ls, show, stop)", ctx)
+        raise UsageError(f"argument ACTION: invalid choice: {action!r} (ls, show, stop)", ctx)
     if action in ("show", "stop") and tune_id is None:
-        raise _UsageError(f"`trainq tune {action}` needs a tune id", ctx)
+        raise UsageError(f"`trainq tune {action}` needs a tune id", ctx)
     if action is None and file is None:
-        raise _UsageError("`trainq tune` needs -f SPEC (or ls, show ID, stop ID)", ctx)
-    return _parsed(
+        raise UsageError("`trainq tune` needs -f SPEC (or ls, show ID, stop ID)", ctx)
+    return parsed(
         ctx, "tune", socket=socket, action=action, tune=tune_id, file=file, json=json, plot=plot
     )

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from trainq.core.export.common import TARGETS
-from trainq.flags.common import Socket, _parsed
-from trainq.flags.spec import _with_spec_flags
-from trainq.flags.values import COUNT, _typed
+from trainq.flags.common import Socket, parsed
+from trainq.flags.spec import with_spec_flags
+from trainq.flags.values import COUNT, typed
 from trainq.specfile import parse_key_value
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
@@ -43,8 +43,8 @@ def _mapping(text: str) -> tuple[str, str]:
     return key, value
 
 
-TARGET = _typed(_target, "target")
-MAPPING = _typed(_mapping, "NAME=VALUE")
+TARGET = typed(_target, "target")
+MAPPING = typed(_mapping, "NAME=VALUE")
 
 
 def _option(*decls: str, panel: str, **settings: Any) -> Any:
@@ -53,7 +53,7 @@ def _option(*decls: str, panel: str, **settings: Any) -> Any:
 
 
 @commands.command(help=EXPORT_HELP, short_help="a job as a Slurm, Kubernetes or SageMaker artifact")
-@_with_spec_flags(after="file", panel="the job (as for submit)")
+@with_spec_flags(after="file", panel="the job (as for submit)")
 def export(
     ctx: typer.Context,
     *,
@@ -188,7 +188,7 @@ def export(
     socket: Socket = None,
     spec_flags: dict[str, Any],
 ) -> argparse.Namespace:
-    return _parsed(
+    return parsed(
         ctx, "export", socket=socket, to=to, output=output, file=file, **spec_flags,
         job_or_command=list(job_or_command or []), python=python, job_dir=job_dir,
         partition=partition, volume=list(volume or []), namespace=namespace,

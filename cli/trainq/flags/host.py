@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from trainq.flags.common import Json, Socket, _parsed, _UsageError
-from trainq.flags.values import GPU_INDICES, GROUP_BY, _indices
+from trainq.flags.common import Json, Socket, UsageError, parsed
+from trainq.flags.values import GPU_INDICES, GROUP_BY, indices
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
 
@@ -24,19 +24,19 @@ GpuIndices = Annotated[
 @commands.command(short_help="the GPUs and who holds them")
 def gpus(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argparse.Namespace:
     """The GPUs, the job holding each, and processes trainq did not start."""
-    return _parsed(ctx, "gpus", socket=socket, json=json)
+    return parsed(ctx, "gpus", socket=socket, json=json)
 
 
 @commands.command(short_help="is trainqd up, and how busy")
 def health(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argparse.Namespace:
     """Is trainqd up, and how busy: one line."""
-    return _parsed(ctx, "health", socket=socket, json=json)
+    return parsed(ctx, "health", socket=socket, json=json)
 
 
 @commands.command(short_help="live view of GPUs, jobs and the queue")
 def top(ctx: typer.Context, socket: Socket = None) -> argparse.Namespace:
     """A live view of the GPUs, the running jobs and the queue (q quits)."""
-    return _parsed(ctx, "top", socket=socket)
+    return parsed(ctx, "top", socket=socket)
 
 
 @commands.command(short_help="GPU-hours and jobs per user or class")
@@ -54,15 +54,15 @@ def report(
 ) -> argparse.Namespace:
     """GPU-hours, jobs, failures and idle GPU-hours per user (or class) over a period."""
     if json and csv:
-        raise _UsageError("argument --csv: not allowed with argument --json", ctx)
-    return _parsed(ctx, "report", socket=socket, since=since, by=by, json=json, csv=csv)
+        raise UsageError("argument --csv: not allowed with argument --json", ctx)
+    return parsed(ctx, "report", socket=socket, since=since, by=by, json=json, csv=csv)
 
 
 @commands.command(short_help="each user's recent usage, share, running and waiting jobs")
 def users(ctx: typer.Context, json: Json = False, socket: Socket = None) -> argparse.Namespace:
     """Each user's GPU-hours of late (halved every fair share half-life), their share, and
     their running and waiting jobs and GPUs: fair share starts the lowest usage's jobs first."""
-    return _parsed(ctx, "users", socket=socket, json=json)
+    return parsed(ctx, "users", socket=socket, json=json)
 
 
 @commands.command(short_help="start nothing new on GPUs or the host (admins)")
@@ -74,7 +74,7 @@ def drain(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Start nothing new on these GPUs (or the whole host); running jobs finish."""
-    return _parsed(ctx, "drain", socket=socket, gpus=_indices(gpus), reason=reason)
+    return parsed(ctx, "drain", socket=socket, gpus=indices(gpus), reason=reason)
 
 
 @commands.command(short_help="lift drains (admins)")
@@ -82,4 +82,4 @@ def resume(
     ctx: typer.Context, gpus: GpuIndices = None, socket: Socket = None
 ) -> argparse.Namespace:
     """Lift the drains of these GPUs (default: every drain, the host's included)."""
-    return _parsed(ctx, "resume", socket=socket, gpus=_indices(gpus))
+    return parsed(ctx, "resume", socket=socket, gpus=indices(gpus))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainq.flags.common import JOB_COMMAND, AnyJob, Socket, _parsed, _UsageError
+from trainq.flags.common import JOB_COMMAND, AnyJob, Socket, UsageError, parsed
 from trainq.flags.values import ATTEMPT, COUNT, SINCE
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
@@ -58,9 +58,9 @@ def logs(
     """Print a job's output: both streams in the order they were written (unless --stdout
     or --stderr), byte for byte."""
     if stdout and stderr:
-        raise _UsageError("argument --stderr: not allowed with argument --stdout", ctx)
+        raise UsageError("argument --stderr: not allowed with argument --stdout", ctx)
     stream = "stdout" if stdout else "stderr" if stderr else "both"
-    return _parsed(
+    return parsed(
         ctx, "logs", socket=socket, job=job, follow=follow, stream=stream, attempt=attempt,
         tail=tail, since=since, timestamps=timestamps, node=node,
     )  # fmt: skip

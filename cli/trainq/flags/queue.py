@@ -14,8 +14,8 @@ from trainq.flags.common import (
     Json,
     OptionalAnyJob,
     Socket,
-    _job_or_group,
-    _parsed,
+    job_or_group,
+    parsed,
 )
 from trainq.flags.values import JOB_ID, STATE
 
@@ -42,7 +42,7 @@ def ls(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """List jobs: unfinished ones, or all with --all."""
-    return _parsed(
+    return parsed(
         ctx, "ls", socket=socket, all=all_jobs, user=user, state=state, wide=wide, json=json,
         group=group,
     )  # fmt: skip
@@ -57,7 +57,7 @@ def requeue(
 ) -> argparse.Namespace:
     """Run an ended job of yours again with the same spec, as a new job (the old one's
     record, logs and checkpoints stay as they are); prints the new job's id."""
-    return _parsed(ctx, "requeue", socket=socket, job=job, json=json)
+    return parsed(ctx, "requeue", socket=socket, job=job, json=json)
 
 
 @commands.command(short_help="everything about one job", context_settings=JOB_COMMAND)
@@ -72,7 +72,7 @@ def show(
 ) -> argparse.Namespace:
     """One job: its state, spec and attempts (the fields that hold something unless
     --all-fields)."""
-    return _parsed(ctx, "show", socket=socket, job=job, json=json, all_fields=all_fields)
+    return parsed(ctx, "show", socket=socket, job=job, json=json, all_fields=all_fields)
 
 
 @commands.command(short_help="wait for a job to end", context_settings=JOB_COMMAND)
@@ -85,5 +85,5 @@ def wait(
     """Wait for a job to end. Exit 0 if it COMPLETED, 1 if it FAILED, 3 if STOPPED, 9 if its
     time limit stopped it (TIMEOUT). With
     --group, for every job of the group: exit 0 only if all of them COMPLETED."""
-    _job_or_group(ctx, job, group)
-    return _parsed(ctx, "wait", socket=socket, job=job, group=group)
+    job_or_group(ctx, job, group)
+    return parsed(ctx, "wait", socket=socket, job=job, group=group)

@@ -11,13 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-from trainq.flags.values import _typed
+from trainq.flags.values import typed
 from trainq.specfile import SPEC_FLAGS, SpecFlag
 
 
 def _spec_option(flag: SpecFlag, panel: str | None) -> Any:
     """The typer option of one of the spec's flags (trainq.specfile.SPEC_FLAGS)."""
-    parser = None if flag.parse is None else _typed(flag.parse, flag.param)
+    parser = None if flag.parse is None else typed(flag.parse, flag.param)
     return typer.Option(
         flag.flag,
         metavar=flag.metavar,
@@ -28,7 +28,7 @@ def _spec_option(flag: SpecFlag, panel: str | None) -> Any:
     )
 
 
-def _with_spec_flags(
+def with_spec_flags(
     after: str, panel: str | None = None
 ) -> Callable[[Callable[..., argparse.Namespace]], Callable[..., argparse.Namespace]]:
     """Give a command the spec's flags (trainq.specfile.SPEC_FLAGS), after its parameter

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
-from trainq.flags.common import Socket, _parsed, _repeated, _UsageError
-from trainq.flags.spec import _with_spec_flags
+from trainq.flags.common import Socket, UsageError, parsed, repeated
+from trainq.flags.spec import with_spec_flags
 from trainq.flags.values import JOB_ID, SWEEP
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
@@ -22,7 +22,7 @@ with your PATH, so `python3` means the same program it means to you. Relative pa
 
 
 @commands.command(help=SUBMIT_HELP, short_help="submit a job")
-@_with_spec_flags(after="file")
+@with_spec_flags(after="file")
 def submit(
     ctx: typer.Context,
     *,
@@ -35,7 +35,7 @@ def submit(
     ] = None,
     sweep: Annotated[
         list[str] | None,
-        _repeated(
+        repeated(
             "--sweep",
             "K=V1,V2",
             SWEEP,
@@ -71,8 +71,8 @@ def submit(
     spec_flags: dict[str, Any],
 ) -> argparse.Namespace:
     if follow and sweep:
-        raise _UsageError("argument --follow: follows one job, not a --sweep", ctx)
-    return _parsed(
+        raise UsageError("argument --follow: follows one job, not a --sweep", ctx)
+    return parsed(
         ctx, "submit", socket=socket, file=file, **spec_flags, wait=wait or follow,
         follow=follow, json=json, token=token, command_argv=list(command_argv or []),
         sweep=list(sweep or []), like=like,

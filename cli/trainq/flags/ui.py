@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainq.flags.common import Socket, _parsed
+from trainq.flags.common import Socket, parsed
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
 
@@ -25,4 +25,4 @@ def ui(
 ) -> argparse.Namespace:
     """Serve trainqd's web pages on 127.0.0.1 as you, behind a secret token: open the URL
     it prints. Ctrl-C stops it."""
-    return _parsed(ctx, "ui", socket=socket, port=port)
+    return parsed(ctx, "ui", socket=socket, port=port)

@@ -4,7 +4,7 @@ import re
 
 import click
 
-from trainq.flags.common import PROG, _did_you_mean
+from trainq.flags.common import PROG, did_you_mean
 
 
 def _argument_name(param: click.Parameter) -> str:
@@ -17,7 +17,7 @@ def _flags(ctx: click.Context) -> list[str]:
     return [opt for param in ctx.command.params for opt in getattr(param, "opts", [])]
 
 
-def _one_line_usage(exc: click.UsageError) -> str:
+def one_line_usage(exc: click.UsageError) -> str:
     """argparse's wording of a usage error, as trainq has always printed it."""
     prefix = exc.ctx.command_path if exc.ctx is not None else PROG
     if isinstance(exc, click.MissingParameter) and exc.param is not None:
@@ -27,13 +27,13 @@ def _one_line_usage(exc: click.UsageError) -> str:
         # A job id's place takes unknown flags (`show -3` is a bad id): `--nmae` is a flag.
         flag = re.search(r"got '(--[^']+)'$", exc.message)
         if isinstance(exc.param, click.Argument) and flag and exc.ctx is not None:
-            hint = _did_you_mean(flag[1], _flags(exc.ctx))
+            hint = did_you_mean(flag[1], _flags(exc.ctx))
             if hint:
                 return f"{prefix}: unrecognized arguments: {flag[1]}{hint}"
     elif isinstance(exc, click.NoSuchOption):
         message = f"unrecognized arguments: {exc.option_name}"
         if exc.ctx is not None:  # click's near misses are loose (`--json` for `--bogus`)
-            hint = _did_you_mean(exc.option_name, _flags(exc.ctx))
+            hint = did_you_mean(exc.option_name, _flags(exc.ctx))
             if hint:
                 return f"{prefix}: {message}{hint}"
     elif isinstance(exc, click.BadOptionUsage) and "requires an argument" in exc.message:

@@ -17,7 +17,7 @@ from trainq.specfile import (
 from trainq.sweep import parse_sweep
 
 
-def _typed(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+def typed(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     """A flag's parser whose ValueError message is what the user reads (click's own
     wrapping of a parser would print the bad value alone); click adds the flag's name."""
 
@@ -54,7 +54,7 @@ def _gpu_indices(text: str) -> str:
     return ",".join(str(index) for index in sorted({int(part) for part in parts}))
 
 
-def _indices(text: str | None) -> list[int] | None:
+def indices(text: str | None) -> list[int] | None:
     return None if text is None else [int(part) for part in text.split(",")]
 
 
@@ -64,14 +64,14 @@ def _group_by(text: str) -> str:
     return text
 
 
-COUNT = _typed(parse_whole_number, "count")
-INTEGER = _typed(parse_integer, "integer")
-JOB_ID = _typed(parse_job_id, "job id")
-ATTEMPT = _typed(_attempt_number, "attempt")
-DURATION = _typed(parse_seconds, "duration")
-WHOLE_DURATION = _typed(parse_whole_seconds, "duration")
-STATE = _typed(_state, "state")
-GROUP_BY = _typed(_group_by, "group")
-SWEEP = _typed(parse_sweep, "KEY=V1,V2")
-SINCE = _typed(parse_since, "time")
-GPU_INDICES = _typed(_gpu_indices, "GPU indices")
+COUNT = typed(parse_whole_number, "count")
+INTEGER = typed(parse_integer, "integer")
+JOB_ID = typed(parse_job_id, "job id")
+ATTEMPT = typed(_attempt_number, "attempt")
+DURATION = typed(parse_seconds, "duration")
+WHOLE_DURATION = typed(parse_whole_seconds, "duration")
+STATE = typed(_state, "state")
+GROUP_BY = typed(_group_by, "group")
+SWEEP = typed(parse_sweep, "KEY=V1,V2")
+SINCE = typed(parse_since, "time")
+GPU_INDICES = typed(_gpu_indices, "GPU indices")
