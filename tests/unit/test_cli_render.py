@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from trainq import render
+from trainq import job_tables
 from trainq.core.spec import ChannelSpec, JobSpec
 from trainq.core.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
 from trainq.humanize import (
@@ -26,7 +26,9 @@ from trainq.humanize import (
     job_reason,
     shorten,
 )
-from trainq.render import RenderOptions, gpu_table, job_detail, job_table, options_for
+from trainq.job_detail import job_detail
+from trainq.job_tables import gpu_table, job_table
+from trainq.render import RenderOptions, options_for
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 PIPED = RenderOptions(now=NOW, tz=UTC)
@@ -222,7 +224,7 @@ def test_ls_piped_is_laid_out_as_rich_lays_it_out(
     jobs = [*some_jobs(), job(id=100, name="a-much-longer-name-than-the-rest", priority=-20)]
     plain = job_table(jobs, PIPED, wide=wide)
     wide_chars = job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
-    monkeypatch.setattr(render, "_plain_table", lambda *_: None)  # rich draws everything
+    monkeypatch.setattr(job_tables, "_plain_table", lambda *_: None)  # rich draws everything
     assert plain == job_table(jobs, PIPED, wide=wide)
     # a name that is not plain ASCII was drawn by rich (two columns a character)
     assert wide_chars == job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
