@@ -18,7 +18,7 @@ from trainq.humanize import (
     shown_state,
 )
 from trainq.inert import inert_data
-from trainq.render import MIN_FREE_TEXT, PAD, Column, RenderOptions, _render, _table
+from trainq.render import MIN_FREE_TEXT, PAD, Column, RenderOptions, draw, rich_table
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -231,9 +231,9 @@ def job_detail(job: Mapping[str, Any], opts: RenderOptions, all_fields: bool = T
         headers += ("RETRIED", "CONTAINER") if containers else ("RETRIED",)
         headers += ("GPU USE",) if sampled else ()
         columns = [Column(h) for h in headers] + [Column("REASON", free_text=True, wrap=True)]
-        table, table_width = _table(columns, attempt_rows, opts)
+        table, table_width = rich_table(columns, attempt_rows, opts)
         parts.append(table)
         width = max(width, table_width)
     else:
         parts.append(Text("none yet"))
-    return _render(opts, parts, width)
+    return draw(opts, parts, width)

@@ -16,7 +16,7 @@ from trainq.humanize import (
     shown_state,
 )
 from trainq.inert import Drawn, inert_data
-from trainq.render import Column, RenderOptions, _plain_table, _render, _state_style, _table
+from trainq.render import Column, RenderOptions, draw, plain_table, rich_table, state_style
 
 
 def sweep_points(jobs: Iterable[Mapping[str, Any]]) -> dict[Any, str]:
@@ -75,11 +75,11 @@ def job_table(jobs: Iterable[Mapping[str, Any]], opts: RenderOptions, *, wide: b
             row += [format_ago(job.get("created_at"), opts.now), job_runtime(job, opts.now)]
             row += [shorten(reason)]
         rows.append(row)
-    plain = None if opts.color or opts.width else _plain_table(columns, rows)
+    plain = None if opts.color or opts.width else plain_table(columns, rows)
     if plain is not None:
         return plain
-    table, width = _table(columns, rows, opts, {"STATE": _state_style})
-    return _render(opts, [table], width)
+    table, width = rich_table(columns, rows, opts, {"STATE": state_style})
+    return draw(opts, [table], width)
 
 
 def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
@@ -112,12 +112,12 @@ def gpu_table(gpu_list: Mapping[str, Any], opts: RenderOptions) -> str:
             ]
         )
     columns = [Column(h, free_text=h == "DRAINED") for h in headers]
-    table, width = _table(columns, rows, opts)
+    table, width = rich_table(columns, rows, opts)
     note = "" if backend == "nvml" else f"(backend: {backend})\n"
     host = gpu_list.get("host_drain")
     if isinstance(host, dict):
         note += f"DRAINED: the whole host, {_drained_cell(host)}; nothing new starts\n"
-    return Drawn(_render(opts, [table], width) + note)
+    return Drawn(draw(opts, [table], width) + note)
 
 
 def _drained_cell(drain: Any) -> str:

@@ -4,7 +4,7 @@
 rich costs ~40 ms to import and lays a table out at ~0.1 ms a cell, so only `ls`, `show` and
 `gpus` import these modules (lazily, in `trainq.commands`), and they import rich only where it
 draws with it: a table with no colour, no width limit and plain ASCII cells (`trainq ls`
-into a pipe or a script) is laid out here, line for line as rich would (`_plain_table`).
+into a pipe or a script) is laid out here, line for line as rich would (`plain_table`).
 Everything works from the daemon's JSON as plain dicts (pydantic stays off the CLI) and
 returns a string, so it is tested without a terminal; the words in the cells come from
 `trainq.humanize`.
@@ -92,7 +92,7 @@ def _cut(text: str, room: int) -> str:
     return kept.rstrip() + "..."
 
 
-def _table(
+def rich_table(
     columns: Sequence[Column],
     rows: Sequence[Sequence[str]],
     opts: RenderOptions,
@@ -133,8 +133,8 @@ def _table(
     return table, fixed + (room + PAD) * len(flexible)
 
 
-def _plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> str | None:
-    """The table as `_render(_table(...))` draws it with no colour and no width limit, for
+def plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> str | None:
+    """The table as `draw(rich_table(...))` draws it with no colour and no width limit, for
     cells of printable ASCII (one character, one column); None for anything else, which
     rich draws."""
     cells = [[col.header for col in columns], *rows]
@@ -147,9 +147,7 @@ def _plain_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> st
     return "".join(line.rstrip(" ") + "\n" for line in lines)
 
 
-def _render(
-    opts: RenderOptions, renderables: Iterable[RenderableType], min_width: int = 0
-) -> Drawn:
+def draw(opts: RenderOptions, renderables: Iterable[RenderableType], min_width: int = 0) -> Drawn:
     from rich.console import Console  # noqa: PLC0415
 
     buffer = io.StringIO()
@@ -169,5 +167,5 @@ def _render(
     return Drawn("".join(line.rstrip(" ") + "\n" for line in buffer.getvalue().splitlines()))
 
 
-def _state_style(state: str) -> str:
+def state_style(state: str) -> str:
     return STATE_STYLES.get(state, "")

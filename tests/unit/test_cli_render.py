@@ -224,7 +224,7 @@ def test_ls_piped_is_laid_out_as_rich_lays_it_out(
     jobs = [*some_jobs(), job(id=100, name="a-much-longer-name-than-the-rest", priority=-20)]
     plain = job_table(jobs, PIPED, wide=wide)
     wide_chars = job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
-    monkeypatch.setattr(job_tables, "_plain_table", lambda *_: None)  # rich draws everything
+    monkeypatch.setattr(job_tables, "plain_table", lambda *_: None)  # rich draws everything
     assert plain == job_table(jobs, PIPED, wide=wide)
     # a name that is not plain ASCII was drawn by rich (two columns a character)
     assert wide_chars == job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
