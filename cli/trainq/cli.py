@@ -13,7 +13,7 @@ Start-up cost (bench/cli.py measures it; the budget of `trainq submit` and `trai
 flag through pydantic, ~150 ms of imports; from 0.26 it carries click as a private copy,
 whose exceptions this module needs). rich is loaded by typer only to draw `--help`, and by
 the commands that draw tables; usage errors are worded in one line without it
-(`trainq.flags.usage`). Flag values are parsed by trainq.specfile's functions, wrapped
+(`trainq.flags.usage`). Flag values are parsed by trainq.flag_values' functions, wrapped
 (`trainq.flags.values.typed`) so that their messages reach the user as they are.
 
 Adding a command: write `def run(ctx: Context, args: Namespace) -> int` in its own module,
@@ -21,7 +21,7 @@ add a line to `trainq.commands.COMMANDS` that imports it lazily, add one functio
 module of trainq.flags of its concern, decorated with `@commands.command(short_help=...)`,
 whose parameters are its flags and which returns `parsed(ctx, "name", flag=value, ...)`:
 the attribute names the command reads; and add its name to `ORDER` here. The flags that set
-a spec's fields are declared once (`trainq.specfile.SPEC_FLAGS`); `@with_spec_flags`
+a spec's fields are declared once (`trainq.spec_flags.SPEC_FLAGS`); `@with_spec_flags`
 (`trainq.flags.spec`) gives them to the commands that build a spec (`submit`, `export`).
 
 Exit statuses: trainq.core.errors.ExitCode (2 for usage errors), 130 after Ctrl-C, 141 when the

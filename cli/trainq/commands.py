@@ -23,7 +23,8 @@ from trainq.context import Context
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
 from trainq.humanize import health_line, pretty_json
-from trainq.specfile import build_spec, load_spec_file, submit_flags
+from trainq.spec_flags import submit_flags
+from trainq.specfile import build_spec, load_spec_file
 from trainq.waiting import job_exit_status, report_end, wait_until_ended
 
 Command = Callable[[Context, argparse.Namespace], int]

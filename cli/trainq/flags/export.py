@@ -10,10 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from trainq.core.export.common import TARGETS
+from trainq.flag_values import parse_key_value
 from trainq.flags.common import Socket, parsed
 from trainq.flags.spec import with_spec_flags
 from trainq.flags.values import COUNT, typed
-from trainq.specfile import parse_key_value
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
 

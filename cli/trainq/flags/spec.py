@@ -1,4 +1,4 @@
-"""The spec's flags (trainq.specfile.SPEC_FLAGS) as typer options of the commands that
+"""The spec's flags (trainq.spec_flags.SPEC_FLAGS) as typer options of the commands that
 build a spec (`submit`, `export`)."""
 
 # No `from __future__ import annotations`: typer reads every command's annotations on each
@@ -12,11 +12,11 @@ from typing import Annotated, Any
 import typer
 
 from trainq.flags.values import typed
-from trainq.specfile import SPEC_FLAGS, SpecFlag
+from trainq.spec_flags import SPEC_FLAGS, SpecFlag
 
 
 def _spec_option(flag: SpecFlag, panel: str | None) -> Any:
-    """The typer option of one of the spec's flags (trainq.specfile.SPEC_FLAGS)."""
+    """The typer option of one of the spec's flags (trainq.spec_flags.SPEC_FLAGS)."""
     parser = None if flag.parse is None else typed(flag.parse, flag.param)
     return typer.Option(
         flag.flag,
@@ -31,7 +31,7 @@ def _spec_option(flag: SpecFlag, panel: str | None) -> Any:
 def with_spec_flags(
     after: str, panel: str | None = None
 ) -> Callable[[Callable[..., argparse.Namespace]], Callable[..., argparse.Namespace]]:
-    """Give a command the spec's flags (trainq.specfile.SPEC_FLAGS), after its parameter
+    """Give a command the spec's flags (trainq.spec_flags.SPEC_FLAGS), after its parameter
     `after`; the command gets their values as `spec_flags` (lists as lists, never None)."""
 
     def decorate(command: Callable[..., argparse.Namespace]) -> Callable[..., argparse.Namespace]:

@@ -6,14 +6,14 @@ from typing import Any
 import typer
 
 from trainq.core.states import JobState
-from trainq.logs import parse_since
-from trainq.specfile import (
+from trainq.flag_values import (
     parse_integer,
     parse_job_id,
     parse_seconds,
     parse_whole_number,
     parse_whole_seconds,
 )
+from trainq.logs import parse_since
 from trainq.sweep import parse_sweep
 
 
