@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from trainq import job_tables
-from trainq.core.spec import ChannelSpec, JobSpec
+from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import ChannelSpec
 from trainq.core.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
 from trainq.humanize import (
     end_summary,
