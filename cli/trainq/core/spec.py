@@ -45,14 +45,14 @@ from trainq.core.spec_parts import (
     ImageRef,
     InstanceGroup,
     MetricDefinition,
-    _Strict,
+    StrictModel,
     check_environment,
     check_name,
     hp_value_to_str,
 )
 
 
-class JobSpec(_Strict):
+class JobSpec(StrictModel):
     """A training job as submitted. Exactly one of `command` and `image`."""
 
     # `class` is a Python keyword: the field is `job_class`, the key (JSON, spec files) `class`.

@@ -48,7 +48,7 @@ def hp_value_to_str(value: str | bool | int | float) -> str:
     return str(value)
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
 
@@ -68,7 +68,7 @@ def _check_image(value: str) -> str:
 ImageRef = Annotated[str, AfterValidator(_check_image)]
 
 
-class ChannelSpec(_Strict):
+class ChannelSpec(StrictModel):
     """One input channel. `source` is an absolute host path: a directory or a single file."""
 
     source: Annotated[str, Field(min_length=1, max_length=4096)]
@@ -124,7 +124,7 @@ def compile_metric_regex(pattern: str) -> Any:
     return compiled
 
 
-class MetricDefinition(_Strict):
+class MetricDefinition(StrictModel):
     """One metric read from the trainer's output: each match of `regex` is a report, its
     value the first group that is not named `step` (a group named `step` gives the step)."""
 
@@ -171,7 +171,7 @@ def check_environment(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-class InstanceGroup(_Strict):
+class InstanceGroup(StrictModel):
     """One group of a heterogeneous job (SageMaker's InstanceGroups): `instance_count` nodes
     of `gpus` GPUs each, running the job's command (or image) unless it gives its own."""
 
