@@ -134,16 +134,17 @@ ORDER = (
 PARTS = (submit, control, queue, logs, experiments, host, ui, export)
 
 
-def _name(info: CommandInfo) -> str:
+def _place(info: CommandInfo) -> int:
+    """Where the command goes in `ORDER`; one that ORDER forgot is a mistake made here."""
     assert info.callback is not None
-    return info.callback.__name__
+    name = info.callback.__name__
+    if name not in ORDER:
+        raise RuntimeError(f"trainq.cli.ORDER does not list the command {name!r}")
+    return ORDER.index(name)
 
 
 app.registered_commands.extend(
-    sorted(
-        (info for part in PARTS for info in part.commands.registered_commands),
-        key=lambda info: ORDER.index(_name(info)),
-    )
+    sorted((info for part in PARTS for info in part.commands.registered_commands), key=_place)
 )
 
 
