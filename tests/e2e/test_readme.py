@@ -137,13 +137,21 @@ def test_the_several_nodes_example_runs_as_written(readme_daemon: Daemon, clone:
     assert spec.total_gpus == 4
 
 
-def test_the_paddle_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
+@pytest.fixture
+def paddle_path() -> str:
+    """A PATH whose python3 has PaddlePaddle (made before the daemon starts: a first run
+    installs it)."""
+    return f"{paddle_venv() / 'bin'}:{os.environ['PATH']}"
+
+
+def test_the_paddle_example_runs_as_written(
+    paddle_path: str, readme_daemon: Daemon, clone: Path
+) -> None:
     """A real PaddlePaddle parameter-server job: the server and the trainers find each other
     by the variables trainq sets alone, the trainers fit the model through the server, and
     trainq stops the server once they are done."""
     [commands] = blocks(section("PaddlePaddle's parameter servers"), "sh")
-    paddle = paddle_venv() / "bin"
-    done = run(commands, readme_daemon, clone, path=f"{paddle}:{os.environ['PATH']}")
+    done = run(commands, readme_daemon, clone, path=paddle_path)
     [job] = readme_daemon.get("/v1/jobs", params={"all": "true"}).json()["jobs"]
     logs = [readme_daemon.cli("logs", str(job["id"]), "--node", str(n)).stdout for n in (1, 2, 3)]
     assert done.returncode == 0, "\n".join([done.stderr, *logs])
