@@ -58,7 +58,6 @@ def paddle_environment(
         "PADDLE_TRAINERS_NUM": str(len(trainers)),
         "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoint[n.name] for n in trainers),
         "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(endpoint[n.name] for n in servers),
-        "PADDLE_PSERVER_NUMS": str(len(servers)),
         "PADDLE_WITH_GLOO": "1",
         "PADDLE_GLOO_RENDEZVOUS": "3",  # HTTP, served by the first server
         "PADDLE_GLOO_HTTP_ENDPOINT": f"{addresses[servers[0].rank]}:{barrier_port}",
