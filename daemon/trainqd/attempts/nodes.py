@@ -15,6 +15,7 @@ taking its port (but which any process of the host can reach).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from trainqd.attempts.contract import Assignment
 from trainqd.attempts.engine import container_name
 from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, BuiltLaunch, NodePlace, build_launch
+from trainqd.attempts.paddle_env import paddle_environment
 from trainqd.monitor import netns
 
 # Ports a job's nodes meet on, one pair per job (its id's): two jobs on the loopback
@@ -49,16 +51,17 @@ def node_environment(
     nodes: list[Node],
     isolated: bool = False,
     peers: dict[str, str] | None = None,
+    *,
+    primary_groups: Collection[str] = (),
 ) -> dict[str, str]:
     """What torchrun, Paddle and trainq's own name a node's place in the gang with;
     `peers`: each node's address (container nodes: their host names, which the engine's
-    DNS resolves)."""
+    DNS resolves); `primary_groups`: the groups marked primary (Paddle's trainers)."""
     port = master_port(job_id)
     paddle_port = port + 1
     if peers is None:
         peers = {n.name: node_address(job_id, n.rank, isolated) for n in nodes}
     addresses = [peers[n.name] for n in nodes]
-    endpoints = ",".join(f"{address}:{paddle_port}" for address in addresses)
     rank, size = str(node.rank), str(len(nodes))
     return {
         "TRAINQ_NODE_RANK": rank,
@@ -75,14 +78,11 @@ def node_environment(
         "LOCAL_WORLD_SIZE": "1",
         "MASTER_ADDR": addresses[0],
         "MASTER_PORT": str(port),
-        # PaddlePaddle's: every node a trainer and a parameter server, as its guide lays out.
-        "PADDLE_TRAINER_ID": rank,
-        "PADDLE_TRAINERS_NUM": size,
-        "PADDLE_PORT": str(paddle_port),
-        "POD_IP": addresses[node.rank],
-        "PADDLE_CURRENT_ENDPOINT": f"{addresses[node.rank]}:{paddle_port}",
-        "PADDLE_TRAINER_ENDPOINTS": endpoints,
-        "PADDLE_PSERVERS_IP_PORT_LIST": endpoints,
+        # PaddlePaddle's (paddle_env.py); its trainers' barrier on the port torchrun's
+        # master would have, which a parameter-server job leaves free.
+        **paddle_environment(
+            node, nodes, addresses, paddle_port, barrier_port=port, primary_groups=primary_groups
+        ),
     }
 
 
@@ -111,7 +111,7 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
     launches, env_files = [], []
     for node, share in zip(nodes, shares, strict=True):
         resources = resource_config(node.name, groups, node.group, interface)
-        env = node_environment(job.id, node, nodes, isolated, peers)
+        env = node_environment(job.id, node, nodes, isolated, peers, primary_groups=primary_groups)
         # Where gloo and NCCL find the node's own address (else from the host's name).
         env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
         own_spec = spec.model_copy(
