@@ -113,11 +113,12 @@ def test_a_failing_node_ends_the_gang_which_is_retried_whole(
     marker = f"trainq-gang-{tmp_path.name}"
     up = tmp_path / "up"
     up.mkdir(mode=0o777)
-    # Rank 1 fails with a transient code once every node is up; the others sleep on.
+    # Rank 1 fails with a transient code once every node of the attempt is up; the others
+    # sleep on.
     body = (
-        f'touch {up}/"$SM_CURRENT_HOST"; '
+        f'touch {up}/"$SM_CURRENT_HOST-$TRAINQ_ATTEMPT"; '
         'if [ "$TRAINQ_NODE_RANK" = 1 ]; then '
-        f"until [ -e {up}/algo-1 ]; do sleep 0.1; done; exit 3; fi"
+        f'until [ -e {up}/algo-1-"$TRAINQ_ATTEMPT" ]; do sleep 0.1; done; exit 3; fi'
     )
     spec = {
         "command": node_script(body, marker),
