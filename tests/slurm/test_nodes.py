@@ -173,3 +173,19 @@ def test_what_a_slurm_step_cannot_run_is_refused_at_submit(daemon: Daemon) -> No
     assert said.startswith("the Slurm back end cannot run it: restart: "), refused
     assert "\n" not in said
     assert daemon.cli("ls").returncode == 0  # and trainqd serves on
+
+
+def test_the_time_limit_stops_every_node(daemon: Daemon, tmp_path: Path) -> None:
+    marker = f"trainq-gang-{tmp_path.name}"
+    spec = {
+        "command": node_script("true", marker),
+        "instance_count": NODES,
+        "max_runtime_seconds": 3,
+        "stop_grace_seconds": 1,
+    }
+    job = daemon.submit(spec)
+    done = daemon.wait_state(job["id"], timeout=120)
+    assert done["state"] == "STOPPED", (done, daemon.log())
+    assert done["stop_reason"] == "time limit of 3 s reached"
+    assert done["attempts"][0]["outcome"] == "timed_out"
+    assert marked(marker) == []
