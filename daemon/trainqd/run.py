@@ -94,6 +94,7 @@ class Run:
         *,
         node: int | None = None,
         copy_output: bool = False,
+        spec_file: Path | None = None,
     ):
         self.spec = spec
         self.node = node  # this task is the node of this rank, in attempt trainqd_attempt
@@ -109,7 +110,7 @@ class Run:
         self.monitor_pid: int | None = None  # or srun's, for a step of several nodes
         self.step = False
         self.stop_file: Path | None = None
-        self.spec_file = Path()
+        self.spec_file = spec_file  # what a step of several nodes gives its tasks
         self.engine = settings.default_engine or "podman"
 
     # -- the attempts ---------------------------------------------------------------------
@@ -219,6 +220,7 @@ class Run:
 
     def _gang_attempt(self, number: int, paths: AttemptPaths) -> Ending:
         """One step of every node (slurm_nodes.py); the gang's record from theirs."""
+        assert self.spec_file is not None
         task = [sys.executable, "-m", "trainqd.run", str(self.spec_file), "--job-dir"]
         task += [str(self.job_dir), "--job-id", str(self.job_id), "--engine", self.engine]
         argv = slurm_nodes.srun_argv(
@@ -403,12 +405,16 @@ def main(argv: list[str] | None = None) -> int:
         real_gpus=False,
         instance="run",
     )
-    job_dir = Path(args.job_dir).absolute()
-    run = Run(
-        spec, job_dir, job_id, settings, args.attempt, node=args.node, copy_output=args.copy_output
-    )
-    run.spec_file = Path(args.spec).absolute()
-    return run.run()
+    return Run(
+        spec,
+        Path(args.job_dir).absolute(),
+        job_id,
+        settings,
+        args.attempt,
+        node=args.node,
+        copy_output=args.copy_output,
+        spec_file=Path(args.spec).absolute(),
+    ).run()
 
 
 if __name__ == "__main__":

@@ -189,3 +189,34 @@ def test_the_time_limit_stops_every_node(daemon: Daemon, tmp_path: Path) -> None
     assert done["stop_reason"] == "time limit of 3 s reached"
     assert done["attempts"][0]["outcome"] == "timed_out"
     assert marked(marker) == []
+
+
+def test_each_node_runs_its_own_groups_command_and_environment(daemon: Daemon) -> None:
+    config = '"$SAGEMAKER_BASE_DIR/input/config/resourceconfig.json"'
+    show = f'echo "$SM_CURRENT_HOST $ROLE $(tr -d "\\n" < {config})"'
+    spec = {
+        "command": ["/bin/sh", "-c", f"{show}; echo server"],
+        "instance_groups": [
+            {"name": "servers", "instance_count": 1, "environment": {"ROLE": "ps"}},
+            {
+                "name": "trainers",
+                "instance_count": 1,
+                "gpus": 1,
+                "command": ["/bin/sh", "-c", f"{show}; echo trainer"],
+                "environment": {"ROLE": "worker"},
+            },
+        ],
+    }
+    job = daemon.submit(spec)
+    done = daemon.wait_state(job["id"], timeout=120)
+    assert done["state"] == "COMPLETED", (done, daemon.log())
+    for node, (role, group, said) in enumerate(
+        [("ps", "servers", "server"), ("worker", "trainers", "trainer")], start=1
+    ):
+        out = daemon.cli("logs", str(job["id"]), "--node", str(node)).stdout
+        host, got_role, text = out.splitlines()[0].split(" ", 2)
+        assert (host, got_role) == (f"algo-{node}", role)
+        resources = json.loads(text)
+        assert (resources["current_host"], resources["current_group_name"]) == (host, group)
+        assert resources["hosts"] == ["algo-1", "algo-2"]
+        assert out.splitlines()[1] == said
