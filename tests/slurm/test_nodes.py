@@ -105,6 +105,9 @@ def test_an_allreduce_across_slurm_nodes_through_trainqd(daemon: Daemon, slurm: 
         assert shown.returncode == 0, shown.stderr
         logs.append(shown.stdout)
     check_allreduce(logs)
+    shown = daemon.cli("show", str(job["id"]))
+    assert shown.returncode == 0, shown.stderr
+    assert all(f"algo-{node}" in shown.stdout for node in range(1, NODES + 1)), shown.stdout
 
 
 def test_a_failing_node_ends_the_gang_which_is_retried_whole(
@@ -193,7 +196,7 @@ def test_the_time_limit_stops_every_node(daemon: Daemon, tmp_path: Path) -> None
 
 def test_each_node_runs_its_own_groups_command_and_environment(daemon: Daemon) -> None:
     config = '"$SAGEMAKER_BASE_DIR/input/config/resourceconfig.json"'
-    show = f'echo "$SM_CURRENT_HOST $ROLE $(tr -d "\\n" < {config})"'
+    show = f'echo "$SM_CURRENT_HOST $ROLE gpus=$CUDA_VISIBLE_DEVICES $(tr -d "\\n" < {config})"'
     spec = {
         "command": ["/bin/sh", "-c", f"{show}; echo server"],
         "instance_groups": [
@@ -210,12 +213,14 @@ def test_each_node_runs_its_own_groups_command_and_environment(daemon: Daemon) -
     job = daemon.submit(spec)
     done = daemon.wait_state(job["id"], timeout=120)
     assert done["state"] == "COMPLETED", (done, daemon.log())
-    for node, (role, group, said) in enumerate(
-        [("ps", "servers", "server"), ("worker", "trainers", "trainer")], start=1
+    # Slurm gives every node the GPUs of the largest; each node opens its group's share.
+    for node, (role, group, gpus, said) in enumerate(
+        [("ps", "servers", 0, "server"), ("worker", "trainers", 1, "trainer")], start=1
     ):
         out = daemon.cli("logs", str(job["id"]), "--node", str(node)).stdout
-        host, got_role, text = out.splitlines()[0].split(" ", 2)
+        host, got_role, visible, text = out.splitlines()[0].split(" ", 3)
         assert (host, got_role) == (f"algo-{node}", role)
+        assert len([i for i in visible.removeprefix("gpus=").split(",") if i]) == gpus, out
         resources = json.loads(text)
         assert (resources["current_host"], resources["current_group_name"]) == (host, group)
         assert resources["hosts"] == ["algo-1", "algo-2"]
