@@ -178,6 +178,33 @@ def test_what_a_slurm_step_cannot_run_is_refused_at_submit(daemon: Daemon) -> No
     assert daemon.cli("ls").returncode == 0  # and trainqd serves on
 
 
+def test_a_restarted_trainqd_follows_and_stops_every_node(daemon: Daemon, tmp_path: Path) -> None:
+    marker = f"trainq-gang-{tmp_path.name}"
+    up = tmp_path / "up"
+    up.mkdir(mode=0o777)
+    job = daemon.submit(
+        {
+            "command": node_script(f'touch {up}/"$SM_CURRENT_HOST"', marker),
+            "instance_count": NODES,
+            "stop_grace_seconds": 2,
+        }
+    )
+
+    def every_node_sleeps() -> bool:
+        return len(list(up.iterdir())) == NODES and len(marked(marker)) == NODES
+
+    wait_for(every_node_sleeps, timeout=120, interval=0.2, what="every node to sleep")
+    daemon.stop()
+    assert len(marked(marker)) == NODES  # the nodes run on without trainqd
+    daemon.start()
+    assert daemon.job(job["id"])["state"] == "RUNNING"
+    assert daemon.cli("stop", str(job["id"])).returncode == 0
+    done = daemon.wait_state(job["id"], timeout=60)
+    assert done["state"] == "STOPPED", (done, daemon.log())
+    assert len(done["attempts"]) == 1
+    assert marked(marker) == []
+
+
 def test_the_time_limit_stops_every_node(daemon: Daemon, tmp_path: Path) -> None:
     marker = f"trainq-gang-{tmp_path.name}"
     spec = {
