@@ -93,6 +93,41 @@ def test_the_exported_script_runs_every_node_in_one_step(slurm: Slurm, tmp_path:
     assert (gang["outcome"], gang["exit_code"]) == ("exited", 0)
 
 
+def test_scancel_of_the_exported_job_gives_every_node_sigterm(slurm: Slurm, tmp_path: Path) -> None:
+    trainer = (
+        "trap 'touch \"$SM_MODEL_DIR/terminated\"; exit 0' TERM; "
+        'touch "$SM_MODEL_DIR/ready"; while :; do sleep 0.1; done'
+    )
+    spec = {
+        "name": "stopme",
+        "command": ["/bin/sh", "-c", trainer],
+        "instance_count": NODES,
+        "stop_grace_seconds": 20,
+    }
+    script = export(tmp_path, spec)
+    done = slurm.run(
+        "sbatch", "--parsable", f"--partition={NODES_PARTITION}", str(script), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    slurm_id = done.stdout.strip().split(";")[0]
+    models = [
+        tmp_path / f"trainq-{slurm_id}" / "nodes" / f"algo-{i + 1}" / "model" for i in range(NODES)
+    ]
+
+    def every_node_ready() -> bool:
+        return all((model / "ready").exists() for model in models)
+
+    wait_for(every_node_ready, timeout=60, interval=0.1, what="every node's trainer")
+    assert slurm.run("scancel", slurm_id).returncode == 0
+    fields = wait_ended(slurm, slurm_id)
+    assert fields["JobState"] == "CANCELLED"
+    logs = outputs(tmp_path, "stopme", slurm_id)
+    assert all((model / "terminated").exists() for model in models), logs
+    # A stop is not a crash: no second attempt.
+    attempts = tmp_path / f"trainq-{slurm_id}" / "attempts"
+    assert [p.name for p in attempts.iterdir() if p.is_dir()] == ["1"], logs
+
+
 def test_an_allreduce_across_slurm_nodes_through_trainqd(daemon: Daemon, slurm: Slurm) -> None:
     job = daemon.submit(allreduce_spec("ddp"))
     slurm_id = slurm_job_of(daemon, job["id"])
