@@ -79,3 +79,9 @@ def test_only_a_node_that_failed_by_itself_ends_the_others() -> None:
     assert not slurm_nodes.ended_by_itself(Ending(Outcome.EXITED, 0))
     assert not slurm_nodes.ended_by_itself(Ending(Outcome.STOPPED, signal=15))
     assert not slurm_nodes.ended_by_itself(Ending(Outcome.INTERRUPTED, signal=15))
+
+
+def test_a_nodes_interface_is_the_one_holding_its_address() -> None:
+    assert slurm_nodes.interface_of("127.0.0.1") == "lo"
+    assert slurm_nodes.interface_of("127.3.4.5") == "lo"  # all of 127/8 is the loopback's
+    assert slurm_nodes.interface_of("192.0.2.1") == ""  # TEST-NET-1: no interface has it
