@@ -136,9 +136,11 @@ def test_without_primary_groups_every_node_is_trainer_and_server() -> None:
     assert env["PADDLE_TRAINER_ENDPOINTS"] == env["PADDLE_PSERVERS_IP_PORT_LIST"]
 
 
-def test_the_slurm_back_end_refuses_several_nodes_in_one_line() -> None:
+def test_the_slurm_back_end_refuses_what_a_slurm_step_cannot_run_in_one_line() -> None:
     host = HostFacts(gpu_backend="slurm", gpu_count=0, default_engine=None)
     check_nodes(parse_spec({"command": ["x"]}), host)  # one node: as always
+    check_nodes(parse_spec({"command": ["x"], "instance_count": 2}), host)  # a Slurm step
     with pytest.raises(InvalidSpec) as caught:
-        check_nodes(parse_spec({"command": ["x"], "instance_count": 2}), host)
-    assert str(caught.value) == "the Slurm back end runs jobs of one node: set instance_count = 1"
+        check_nodes(parse_spec({"command": ["x"], "instance_count": 2, "restart": "node"}), host)
+    assert str(caught.value).startswith("the Slurm back end cannot run it: restart: ")
+    assert "\n" not in str(caught.value)

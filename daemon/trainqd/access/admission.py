@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
+from trainq.core.export.slurm import gang_refusal
 from trainq.core.nodes import is_gang
 from trainq.core.spec import JobSpec
 from trainqd.access.authorization import Authorizer
@@ -52,11 +53,14 @@ def check_gpus(spec: JobSpec, host: HostFacts) -> None:
 
 
 def check_nodes(spec: JobSpec, host: HostFacts) -> None:
-    """A job of several nodes runs on this host's back end (trainqd.attempts.nodes)."""
+    """A job of several nodes runs on this host's back end (trainqd.attempts.nodes), or on
+    Slurm's nodes as far as a Slurm step can run it (trainqd.backends.slurm_nodes)."""
     if not is_gang(spec):
         return
-    if host.gpu_backend == "slurm":
-        raise InvalidSpec("the Slurm back end runs jobs of one node: set instance_count = 1")
+    refused = gang_refusal(spec) if host.gpu_backend == "slurm" else None
+    if refused is not None:
+        field, why = refused
+        raise InvalidSpec(f"the Slurm back end cannot run it: {field}: {why}")
 
 
 def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:

@@ -92,7 +92,6 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
     job = at.job
     spec = job.spec
     nodes = layout(spec)
-    groups = groups_of(nodes)
     shares = split_gpus(nodes, at.gpus.indices)
     uuid_of = dict(zip(at.gpus.indices, at.gpus.uuids, strict=True))
     containers = spec.image is not None
@@ -110,41 +109,24 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
     primary_groups = {g.name for g in spec.instance_groups if g.primary}
     launches, env_files = [], []
     for node, share in zip(nodes, shares, strict=True):
-        resources = resource_config(node.name, groups, node.group, interface)
-        env = node_environment(job.id, node, nodes, isolated, peers, primary_groups=primary_groups)
-        # Where gloo and NCCL find the node's own address (else from the host's name).
-        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
-        own_spec = spec.model_copy(
-            update={
-                "command": node.command,
-                "image": node.image,
-                "environment": {**spec.environment, **node.environment},
-            }
-        )
-        built = build_launch(
-            Attempt(
-                replace(job, spec=own_spec),
-                at.number,
-                Assignment(share, tuple(uuid_of[i] for i in share)),
-                at.account,
-                AttemptPaths(
-                    at.paths.job_dir,
-                    node_roots[node.name],
-                    at.paths.attempt_dir / "nodes" / node.name,
-                    at.paths.stop_file,
-                ),
-                at.settings,
-                at.host,
-                NodePlace(node.name, resources, env, engine_network if containers else None),
-            ),
+        gpus = Assignment(share, tuple(uuid_of[i] for i in share))
+        built = build_node(
+            at,
             now,
+            node,
+            nodes,
+            gpus=gpus,
+            ml_root=node_roots[node.name],
+            peers=peers,
+            interface=interface,
+            engine_network=engine_network if containers else None,
+            isolated=isolated,
         )
         if built.env_file is not None:
             env_files.append(built.env_file)
         launches.append(
             replace(
                 built.launch,
-                node=node.name,
                 peers={} if containers else peers,
                 network=netns.veth_name(bridge, node.rank) if isolated else "",
             )
@@ -174,3 +156,53 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         env=first.env if containers else {},
     )
     return BuiltLaunch(gang, more_env_files=tuple(env_files))
+
+
+def build_node(
+    at: Attempt,
+    now: float,
+    node: Node,
+    nodes: list[Node],
+    *,
+    gpus: Assignment,
+    ml_root: Path,
+    peers: dict[str, str],
+    interface: str,
+    engine_network: str | None = None,
+    isolated: bool = False,
+) -> BuiltLaunch:
+    """One node's launch, laid out as a job of one node would be with what is its own
+    (`at` is the gang's attempt): its ml root, its directory in the attempt, its
+    resourceconfig.json, its GPUs and its place in the gang. `peers`: every node's address;
+    `interface`: the node's own, where gloo and NCCL find its address."""
+    job, spec = at.job, at.job.spec
+    resources = resource_config(node.name, groups_of(nodes), node.group, interface)
+    primary_groups = {g.name for g in spec.instance_groups if g.primary}
+    env = node_environment(job.id, node, nodes, isolated, peers, primary_groups=primary_groups)
+    env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
+    own_spec = spec.model_copy(
+        update={
+            "command": node.command,
+            "image": node.image,
+            "environment": {**spec.environment, **node.environment},
+        }
+    )
+    built = build_launch(
+        Attempt(
+            replace(job, spec=own_spec),
+            at.number,
+            gpus,
+            at.account,
+            AttemptPaths(
+                at.paths.job_dir,
+                ml_root,
+                at.paths.attempt_dir / "nodes" / node.name,
+                at.paths.stop_file,
+            ),
+            at.settings,
+            at.host,
+            NodePlace(node.name, resources, env, engine_network),
+        ),
+        now,
+    )
+    return replace(built, launch=replace(built.launch, node=node.name))
