@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
 from trainq.core.export.slurm import gang_refusal
-from trainq.core.nodes import is_gang
+from trainq.core.nodes import cpu_nodes, is_gang
 from trainq.core.spec import JobSpec
 from trainqd.access.authorization import Authorizer
 from trainqd.access.budgets import check_channels
@@ -37,6 +37,7 @@ class HostFacts:
     max_channels: int = 64  # trainqd's max_channels_per_job
     path_check_seconds: float = PATH_CHECK_TIMEOUT  # config.path_check_timeout_seconds
     mail: bool = False  # an administrator set a mail_command (`--mail`)
+    cpu_slots: int | None = None  # config.cpu_slots; None: not judged at submit
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -61,6 +62,13 @@ def check_nodes(spec: JobSpec, host: HostFacts) -> None:
     if refused is not None:
         field, why = refused
         raise InvalidSpec(f"the Slurm back end cannot run it: {field}: {why}")
+    # On this host's back end each node without GPUs takes a CPU slot (Slurm judges its own).
+    slots = cpu_nodes(spec)
+    if host.gpu_backend != "slurm" and host.cpu_slots is not None and slots > host.cpu_slots:
+        raise InvalidSpec(
+            f"the job has {slots} nodes without GPUs, each taking a CPU slot, "
+            f"but this host has {host.cpu_slots} (cpu_slots)"
+        )
 
 
 def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:

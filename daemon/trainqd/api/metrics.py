@@ -26,6 +26,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from trainq.core.errors import NotFound
+from trainq.core.nodes import cpu_nodes
 from trainq.core.states import ACTIVE, JobState
 from trainqd.api.routing import Handler, Request, Response, Route, StreamResponse
 from trainqd.gpus.base import GpuDevice
@@ -85,8 +86,8 @@ class StateCollector(Collector):
         yield GaugeMetricFamily("trainq_gpus_allocated", "GPUs held by jobs", len(holder))
         yield GaugeMetricFamily(
             "trainq_cpu_slots_allocated",
-            "CPU slots held by jobs that use no GPU",
-            sum(1 for job in active if not job.spec.total_gpus),
+            "CPU slots held by jobs' nodes that use no GPU",
+            sum(cpu_nodes(job.spec) for job in active),
         )
         yield from self._gpus(holder)
         yield from self._jobs()

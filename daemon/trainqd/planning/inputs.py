@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from trainq.core.nodes import cpu_nodes
 from trainq.core.states import JobState
 from trainqd.attempts.launch import remaining_runtime, stop_grace
 from trainqd.gpus.base import GpuUsage
@@ -116,6 +117,7 @@ def queued(
         may_preempt=defined.may_preempt,
         claiming=claiming,
         backfill_claim=backfill_claim,
+        cpu_nodes=cpu_nodes(job.spec),
     )
 
 
@@ -146,6 +148,7 @@ def running(
         attempt_started=attempt_started,
         stopping=job.state == JobState.STOPPING,
         grace=own_grace,
+        cpu_nodes=cpu_nodes(job.spec),
     )
 
 
@@ -194,6 +197,6 @@ def left_after(
     held = {gpu for job in active for gpu in job.gpus}
     return Left(
         free_gpus=len(set(cap.gpus) - cap.blocked - cap.drained - held),
-        free_slots=cap.cpu_slots - sum(1 for job in active if not job.gpus),
+        free_slots=cap.cpu_slots - sum(cpu_nodes(job.spec) for job in active),
         head=plan.head_key,
     )

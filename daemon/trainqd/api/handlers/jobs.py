@@ -181,6 +181,7 @@ class Api:
             max_channels=self.config.max_channels_per_job,
             path_check_seconds=self.config.path_check_timeout_seconds,
             mail=self.config.mail_command is not None,
+            cpu_slots=self.config.cpu_slots,
         )
 
     async def openapi_document(self, request: Request) -> Response:
