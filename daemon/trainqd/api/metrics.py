@@ -26,10 +26,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from trainq.core.errors import NotFound
-from trainq.core.nodes import cpu_nodes
 from trainq.core.states import ACTIVE, JobState
 from trainqd.api.routing import Handler, Request, Response, Route, StreamResponse
 from trainqd.gpus.base import GpuDevice
+from trainqd.planning.inputs import slots
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.outcomes import is_preemption
 from trainqd.scheduling.sampling import Sampler
@@ -87,7 +87,7 @@ class StateCollector(Collector):
         yield GaugeMetricFamily(
             "trainq_cpu_slots_allocated",
             "CPU slots held by jobs' nodes that use no GPU",
-            sum(cpu_nodes(job.spec) for job in active),
+            sum(slots(job) for job in active),
         )
         yield from self._gpus(holder)
         yield from self._jobs()

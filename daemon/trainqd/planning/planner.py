@@ -68,6 +68,7 @@ from trainqd.planning.records import (
     RunningJob,
     Sharing,
     Start,
+    slots_of,
 )
 from trainqd.planning.topology import choose_gpus
 from trainqd.planning.victims import choose_victims, next_ripe
@@ -90,6 +91,7 @@ __all__ = [
     "expected_use",
     "plan",
     "queue_order",
+    "slots_of",
 ]
 
 
