@@ -18,6 +18,8 @@ from trainq.humanize import (
     shown_state,
 )
 from trainq.inert import inert_data
+from trainq.node_rows import HEADERS as NODE_HEADERS
+from trainq.node_rows import ML_ROOT, node_rows
 from trainq.render import MIN_FREE_TEXT, PAD, Column, RenderOptions, draw, rich_table
 
 if TYPE_CHECKING:
@@ -92,12 +94,6 @@ def _ordered(
     return named + [key for key in record if key not in named and key not in skipped]
 
 
-def _node_line(node: Mapping[str, Any]) -> str:
-    """A node of a job of several nodes: `algo-2 (workers, GPUs 2,3)`."""
-    gpus = ",".join(str(index) for index in node.get("gpus") or []) or "-"
-    return f"{node.get('name', '?')} ({node.get('group', '?')}, GPUs {gpus})"
-
-
 def _field_value(key: str, value: Any, opts: RenderOptions) -> str:
     if key in _TIME_FIELDS:
         return format_time(value, opts.now, opts.tz)
@@ -107,8 +103,6 @@ def _field_value(key: str, value: Any, opts: RenderOptions) -> str:
         return shlex.join(str(arg) for arg in value)
     if key == "gpus" and isinstance(value, list):
         return ",".join(str(index) for index in value) or "-"
-    if key == "nodes" and isinstance(value, list):
-        return "; ".join(_node_line(node) for node in value if isinstance(node, dict))
     if key.endswith("_seconds") and isinstance(value, int | float) and not isinstance(value, bool):
         return f"{value:g} ({format_duration(value)})" if value >= 60 else f"{value:g}"
     return compact(value)
@@ -204,7 +198,7 @@ def job_detail(job: Mapping[str, Any], opts: RenderOptions, all_fields: bool = T
         return Text(text, style="bold underline" if opts.color else "")
 
     # A time limit's end is in the state shown (TIMEOUT), not a field of its own.
-    skip = ("id", "name", "spec", "attempts", "timed_out")
+    skip = ("id", "name", "spec", "attempts", "timed_out", "nodes")
     fields = _ordered(job, _DETAIL_ORDER, skip=skip)
     rows = [
         (key, shown_state(job) if key == "state" else _field_value(key, job[key], opts))
@@ -221,6 +215,12 @@ def job_detail(job: Mapping[str, Any], opts: RenderOptions, all_fields: bool = T
     parts: list[RenderableType] = [heading(title), _grid(rows, opts, label_width)]
     if spec_rows:
         parts += [Text(""), heading("Spec"), _grid(spec_rows, opts, label_width)]
+    nodes = node_rows(job)
+    if nodes:  # a job of several nodes: a table of its own
+        columns = [Column(h) for h in NODE_HEADERS] + [Column(ML_ROOT, free_text=True)]
+        table, table_width = rich_table(columns, nodes, opts)
+        parts += [Text(""), heading("Nodes"), table]
+        width = max(width, table_width)
     parts += [Text(""), heading("Attempts")]
     attempts = job.get("attempts") or []
     containers = any(isinstance(a, dict) and a.get("container") for a in attempts)
