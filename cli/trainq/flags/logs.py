@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from trainq.flags.common import JOB_COMMAND, AnyJob, Socket, UsageError, parsed
-from trainq.flags.values import ATTEMPT, COUNT, SINCE
+from trainq.flags.values import ATTEMPT, COUNT, NODE, SINCE
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
 
@@ -29,7 +29,7 @@ def logs(
     ] = None,
     node: Annotated[
         int | None,
-        typer.Option(metavar="N", parser=ATTEMPT, help="a job of several nodes: node N's"),
+        typer.Option(metavar="N", parser=NODE, help="a job of several nodes: node N's (algo-N)"),
     ] = None,
     tail: Annotated[
         int | None,

@@ -58,6 +58,21 @@ def indices(text: str | None) -> list[int] | None:
     return None if text is None else [int(part) for part in text.split(",")]
 
 
+# trainq.core.nodes' HOST_PREFIX, not imported: that module loads the spec (pydantic), which
+# every command would then pay for.
+HOST_PREFIX = "algo-"
+
+
+def _node(text: str) -> int:
+    """A node of a job of several nodes: its number (1 is algo-1) or its host name."""
+    number = text.removeprefix(HOST_PREFIX)
+    if not (number.isascii() and number.isdigit()) or int(number) == 0:
+        raise ValueError(
+            f"expected a node's number (1, 2, ...) or host name (algo-1, ...), got {text!r}"
+        )
+    return int(number)
+
+
 def _group_by(text: str) -> str:
     if text not in ("user", "class"):
         raise ValueError(f"invalid choice: {text!r} (choose from 'user', 'class')")
@@ -68,6 +83,7 @@ COUNT = typed(parse_whole_number, "count")
 INTEGER = typed(parse_integer, "integer")
 JOB_ID = typed(parse_job_id, "job id")
 ATTEMPT = typed(_attempt_number, "attempt")
+NODE = typed(_node, "node")
 DURATION = typed(parse_seconds, "duration")
 WHOLE_DURATION = typed(parse_whole_seconds, "duration")
 STATE = typed(_state, "state")

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import anyio
 
 from trainq.core.errors import InvalidRequest
-from trainq.core.nodes import host_name, is_gang
 from trainqd.access.authorization import Authorizer
 from trainqd.api.handlers.common import job_id_of
+from trainqd.api.node_query import node_to_read
 from trainqd.api.routing import Request, Response, StreamResponse
 from trainqd.api.streams import (
     EVENTS_PRUNED_HEADER,
@@ -46,8 +46,7 @@ class Outputs:
             raise InvalidRequest("query parameter 'stream' must be stdout, stderr or both")
         attempt = request.query_int("attempt", None, min=1, max=max(1, job.attempt_count))
         # A job of several nodes: one node's output (the first's unless asked).
-        number = request.query_int("node", None, min=1, max=job.spec.node_count)
-        node = host_name(number - 1 if number else 0) if is_gang(job.spec) else None
+        node = node_to_read(request, job)
         if attempt or job.attempt_count:  # a log the owner made a FIFO or a link: one line
             await anyio.to_thread.run_sync(
                 check_logs, self.dirs, job_id, attempt or job.attempt_count, stream, node
