@@ -10,7 +10,7 @@ import pytest
 from tests.support.inprocess import PREEMPTING, running
 from trainq.core.errors import InvalidSpec
 from trainq.core.outcomes import Outcome
-from trainq.core.reasons import Wait
+from trainq.core.reasons import Wait, render
 from trainq.core.states import JobState
 
 pytestmark = pytest.mark.asyncio
@@ -78,7 +78,7 @@ async def test_each_node_without_gpus_takes_a_cpu_slot(tmp_path: Path) -> None:
         world.plan()
         # 3 slots taken: the mixed gang's two servers do not fit, one CPU job does.
         assert world.state(mixed) == JobState.PENDING
-        assert world.scheduler.waiting[mixed].kind == Wait.CPU_SLOT
+        assert render(world.scheduler.waiting[mixed]) == "waiting for 2 CPU slots (1 of 4 free)"
         assert world.state(one) == JobState.RUNNING
         assert world.state(another) == JobState.PENDING
         assert world.scheduler.waiting[another].kind == Wait.CPU_SLOT

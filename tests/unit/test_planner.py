@@ -150,7 +150,7 @@ def test_a_job_of_several_cpu_nodes_takes_a_slot_per_node() -> None:
     result = plan(queue, runs, capacity(cpu_slots=4), NO_LIMITS, NOW)
     assert started(result) == {2: (), 3: ()}
     assert said(result) == {
-        1: "waiting for a CPU slot (all 4 in use)",
+        1: "waiting for 3 CPU slots (2 of 4 free)",
         4: "waiting for a CPU slot (all 4 in use)",
     }
 
@@ -161,7 +161,7 @@ def test_a_gang_of_cpu_and_gpu_nodes_takes_slots_and_gpus_together() -> None:
     gang = queued(1, 2, cpu_nodes=2)
     result = plan([gang, queued(2, 1)], [running(9, ())], capacity(cpu_slots=2), NO_LIMITS, NOW)
     assert started(result) == {2: (0,)}
-    assert said(result) == {1: "waiting for a CPU slot (all 2 in use)"}
+    assert said(result) == {1: "waiting for 2 CPU slots (1 of 2 free)"}
     result = plan([gang, queued(2, 0)], [], capacity(cpu_slots=2), NO_LIMITS, NOW)
     assert started(result) == {1: (0, 1)}
     assert said(result) == {2: "waiting for a CPU slot (all 2 in use)"}

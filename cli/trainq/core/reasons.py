@@ -39,7 +39,7 @@ class Wait(StrEnum):
 class WaitReason:
     kind: Wait
     gpus: int | None = None  # GPUs the job needs
-    free: int | None = None  # GPUs free now (GPUS)
+    free: int | None = None  # GPUs free now (GPUS); CPU slots free now (CPU_SLOT of `slots`)
     foreign: int | None = None  # GPUs busy with processes trainq did not start (GPUS)
     host_gpus: int | None = None  # GPUs trainq manages (TOO_BIG)
     limit: int | None = None  # the per-user limit, or the number of CPU slots
@@ -49,6 +49,7 @@ class WaitReason:
     of_class: str | None = None  # the class whose per-user limit holds it (USER_*_LIMIT)
     slurm_job: int | None = None  # the Slurm job id (SLURM)
     after: str | None = None  # the first dependency not met yet, as written: "12:ok" (DEPENDENCY)
+    slots: int | None = None  # CPU slots a job of several nodes needs, one per CPU node (CPU_SLOT)
 
 
 def own_reason(
@@ -94,6 +95,8 @@ def render(reason: WaitReason) -> str:
         return f"held: max_running_jobs_per_user{of_class} ({reason.limit})"
     if k == Wait.USER_GPU_LIMIT:
         return f"held: max_gpus_per_user{of_class} ({reason.limit})"
+    if k == Wait.CPU_SLOT and reason.slots is not None and reason.slots > 1:
+        return f"waiting for {reason.slots} CPU slots ({reason.free} of {reason.limit} free)"
     if k == Wait.CPU_SLOT:
         return f"waiting for a CPU slot (all {reason.limit} in use)"
     if k == Wait.NO_CPU_SLOTS:

@@ -69,6 +69,7 @@ from trainqd.planning.records import (
     Sharing,
     Start,
     slots_of,
+    slots_wait,
 )
 from trainqd.planning.topology import choose_gpus
 from trainqd.planning.victims import choose_victims, next_ripe
@@ -92,6 +93,7 @@ __all__ = [
     "plan",
     "queue_order",
     "slots_of",
+    "slots_wait",
 ]
 
 
@@ -309,11 +311,8 @@ def plan(
         # A job of several nodes takes a CPU slot for each node without GPUs, beside the
         # GPUs of the others; it waits for them without reserving GPUs meanwhile.
         if job.slots and pool.cpu_slots + job.slots > capacity.cpu_slots:
-            waiting[job.id] = (
-                WaitReason(Wait.CPU_SLOT, limit=capacity.cpu_slots)
-                if capacity.cpu_slots
-                else WaitReason(Wait.NO_CPU_SLOTS)
-            )
+            free_slots = capacity.cpu_slots - pool.cpu_slots
+            waiting[job.id] = slots_wait(job.slots, free_slots, capacity.cpu_slots)
             continue
         if job.gpus == 0:
             pool.take(job, (), end)

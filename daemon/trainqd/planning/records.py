@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from trainq.core.reasons import WaitReason
+from trainq.core.reasons import Wait, WaitReason
 
 DEFAULT_CLASS = "default"
 
@@ -49,6 +49,15 @@ def slots_of(gpus: int, cpu_nodes: int | None) -> int:
     if cpu_nodes is None:
         return 0 if gpus else 1
     return cpu_nodes
+
+
+def slots_wait(slots: int, free: int, total: int) -> WaitReason:
+    """Why a job of `slots` CPU slots waits with `free` of the host's `total` free."""
+    if not total:
+        return WaitReason(Wait.NO_CPU_SLOTS)
+    if slots == 1:
+        return WaitReason(Wait.CPU_SLOT, limit=total)
+    return WaitReason(Wait.CPU_SLOT, limit=total, slots=slots, free=max(0, free))
 
 
 @dataclass(frozen=True)
