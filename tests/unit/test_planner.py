@@ -143,16 +143,23 @@ def test_cpu_jobs_use_their_own_slots() -> None:
 
 
 def test_a_job_of_several_cpu_nodes_takes_a_slot_per_node() -> None:
-    # 4 slots, 2 held by a running gang of two CPU nodes: a gang of three waits, two
-    # jobs of one node fill the rest, and the next one waits.
-    queue = [queued(1, 0, cpu_nodes=3), queued(2, 0), queued(3, 0), queued(4, 0)]
+    # 4 slots, 2 held by a running gang of two CPU nodes: a job of one takes the third,
+    # a gang of three waits, and keeps the free slot: a later job of one may not take it.
+    queue = [queued(1, 0), queued(2, 0, cpu_nodes=3), queued(3, 0), queued(4, 1)]
     runs = [running(9, (), cpu_nodes=2)]
     result = plan(queue, runs, capacity(cpu_slots=4), NO_LIMITS, NOW)
-    assert started(result) == {2: (), 3: ()}
+    assert started(result) == {1: (), 4: (0,)}  # a GPU job needs no slot
     assert said(result) == {
-        1: "waiting for 3 CPU slots (2 of 4 free)",
-        4: "waiting for a CPU slot (all 4 in use)",
+        2: "waiting for 3 CPU slots (1 of 4 free)",
+        3: "CPU slots reserved for job 2",
     }
+    # Once the running gang is gone it starts, beside a running job of one: full again.
+    result = plan(queue[1:3], [running(8, ())], capacity(cpu_slots=4), NO_LIMITS, NOW)
+    assert started(result) == {2: ()}
+    assert said(result) == {3: "waiting for a CPU slot (all 4 in use)"}
+    # A gang bigger than the host's slots (their number lowered since) keeps nothing.
+    result = plan(queue[1:3], [], capacity(cpu_slots=2), NO_LIMITS, NOW)
+    assert started(result) == {3: ()}
 
 
 def test_a_gang_of_cpu_and_gpu_nodes_takes_slots_and_gpus_together() -> None:

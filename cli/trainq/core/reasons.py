@@ -24,7 +24,7 @@ class Wait(StrEnum):
     CPU_SLOT = "cpu_slot"  # every CPU slot is in use
     NO_CPU_SLOTS = "no_cpu_slots"  # cpu_slots = 0
     GPUS = "gpus"  # not enough free GPUs
-    RESERVED = "reserved"  # the free GPUs are kept for an earlier job
+    RESERVED = "reserved"  # the free GPUs (or CPU slots: `slots`) are kept for an earlier job
     HELD = "held"  # held by its owner or an admin until released
     PAUSED = "paused"  # held after a running attempt was paused (`trainq hold` of it)
     DRAINED = "drained"  # an admin drained the host, or too many of its GPUs
@@ -49,7 +49,9 @@ class WaitReason:
     of_class: str | None = None  # the class whose per-user limit holds it (USER_*_LIMIT)
     slurm_job: int | None = None  # the Slurm job id (SLURM)
     after: str | None = None  # the first dependency not met yet, as written: "12:ok" (DEPENDENCY)
-    slots: int | None = None  # CPU slots a job of several nodes needs, one per CPU node (CPU_SLOT)
+    # CPU slots a job of several nodes needs, one per CPU node (CPU_SLOT); those a job needs
+    # that are kept for a job of several nodes before it (RESERVED)
+    slots: int | None = None
 
 
 def own_reason(
@@ -109,6 +111,8 @@ def render(reason: WaitReason) -> str:
         if reason.until is not None:
             why += f", expected by {clock(reason.until)}"
         return why
+    if k == Wait.RESERVED and reason.slots is not None:
+        return f"CPU slots reserved for job {reason.job_id}"
     if k == Wait.RESERVED:
         return f"reserved GPUs for job {reason.job_id}"
     if k == Wait.HELD:

@@ -33,9 +33,10 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   (now + its time limit) no later than the reservation, or it fits in the spare.
 - CPU jobs (gpus = 0) have their own pool of slots, one per node without GPUs (a job of
   several nodes may take slots and GPUs together); they never wait for, nor hold back,
-  GPU jobs, and are never preempted. Per-user and per-class limits, retry backoff and holds
-  keep a job back without it reserving anything. Drained GPUs take no new job (a drained
-  host starts nothing); the jobs running on them go on.
+  GPU jobs, and are never preempted. The first job of several CPU nodes that waits for
+  slots keeps them: no later job takes a slot before it starts. Per-user and per-class
+  limits, retry backoff and holds keep a job back without it reserving anything. Drained
+  GPUs take no new job (a drained host starts nothing); the jobs running on them go on.
 """
 
 from __future__ import annotations
@@ -230,6 +231,9 @@ def plan(
     wake_at: float | None = None
     head: Reservation | None = None
     head_key: OrderKey | None = None
+    # The first job of several CPU nodes that waits for CPU slots keeps them: no later job
+    # takes one before it has started (else it would wait behind every job of one slot).
+    slots_head: int | None = None
     foreign = len(set(capacity.gpus) & capacity.blocked)
     # Users one of whose GPU jobs, ahead of the head, waits for a per-user limit: preempting
     # their job would free that limit, and the freed GPUs could go to that job instead.
@@ -310,9 +314,14 @@ def plan(
 
         # A job of several nodes takes a CPU slot for each node without GPUs, beside the
         # GPUs of the others; it waits for them without reserving GPUs meanwhile.
+        if job.slots and slots_head is not None:
+            waiting[job.id] = WaitReason(Wait.RESERVED, job_id=slots_head, slots=job.slots)
+            continue
         if job.slots and pool.cpu_slots + job.slots > capacity.cpu_slots:
             free_slots = capacity.cpu_slots - pool.cpu_slots
             waiting[job.id] = slots_wait(job.slots, free_slots, capacity.cpu_slots)
+            if job.slots > 1 and capacity.cpu_slots >= job.slots:
+                slots_head = job.id
             continue
         if job.gpus == 0:
             pool.take(job, (), end)
