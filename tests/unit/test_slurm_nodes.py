@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from trainq.core.outcomes import Ending, ExitRecord, Outcome
+from trainq.core.outcomes import Ending, ExitRecord, NodeEnd, Outcome
 from trainq.core.spec import parse_spec
 from trainqd.backends import slurm_nodes
 
@@ -85,3 +85,16 @@ def test_a_nodes_interface_is_the_one_holding_its_address() -> None:
     assert slurm_nodes.interface_of("127.0.0.1") == "lo"
     assert slurm_nodes.interface_of("127.3.4.5") == "lo"  # all of 127/8 is the loopback's
     assert slurm_nodes.interface_of("192.0.2.1") == ""  # TEST-NET-1: no interface has it
+
+
+def test_the_gangs_record_keeps_each_nodes_end(tmp_path: Path) -> None:
+    # algo-2 failed by itself; srun's SIGTERM ended algo-1 (with the gang, not the host);
+    # algo-3 left no record.
+    write_node(tmp_path, "algo-1", ExitRecord(7, 1, Outcome.INTERRUPTED, 10.0, 30.0, signal=15))
+    write_node(tmp_path, "algo-2", ExitRecord(7, 1, Outcome.EXITED, 11.0, 20.0, exit_code=3))
+    record = slurm_nodes.gang_record(tmp_path, SPEC, 7, 1)
+    assert record.nodes == (
+        NodeEnd("algo-1", Outcome.STOPPED, signal=15),
+        NodeEnd("algo-2", Outcome.EXITED, exit_code=3),
+        NodeEnd("algo-3", Outcome.LOST),
+    )

@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 
 from trainq.core.nodes import Node, layout
-from trainq.core.outcomes import REASON_CHARS, Ending, ExitRecord, Outcome
+from trainq.core.outcomes import REASON_CHARS, Ending, ExitRecord, NodeEnd, Outcome
 from trainq.core.spec import JobSpec
 from trainqd.attempts.contract import Assignment
 from trainqd.attempts.launch import Attempt, BuiltLaunch
@@ -188,7 +188,26 @@ def ended_by_itself(ending: Ending) -> bool:
 
 def gang_record(attempt_dir: Path, spec: JobSpec, job_id: int, attempt: int) -> ExitRecord:
     """The attempt's end from its nodes' records: as the node that failed first (by its own
-    doing, not stopped with the gang); else as the first that did not exit 0; else 0."""
+    doing, not stopped with the gang); else as the first that did not exit 0; else 0. With
+    each node's end (`trainq show` lists them)."""
+    records = _node_records(attempt_dir, spec, job_id, attempt)
+    record, failed = _gang_end(records, job_id, attempt)
+    ends = []
+    for name, node in records:
+        if node is None:
+            ends.append(NodeEnd(name, Outcome.LOST))
+            continue
+        outcome = node.outcome
+        # srun ended it when another failed: it was stopped, not the host shutting down.
+        if failed is not None and name != failed and outcome == Outcome.INTERRUPTED:
+            outcome = Outcome.STOPPED
+        ends.append(NodeEnd(name, outcome, node.exit_code, node.signal))
+    return replace(record, nodes=tuple(ends))
+
+
+def _node_records(
+    attempt_dir: Path, spec: JobSpec, job_id: int, attempt: int
+) -> list[tuple[str, ExitRecord | None]]:
     records: list[tuple[str, ExitRecord | None]] = []
     for node in layout(spec):
         where = attempt_dir / "nodes" / node.name / EXIT_RECORD
@@ -196,6 +215,13 @@ def gang_record(attempt_dir: Path, spec: JobSpec, job_id: int, attempt: int) -> 
             records.append((node.name, parse_exit_record(read_json(str(where)), job_id, attempt)))
         except (OSError, ValueError):
             records.append((node.name, None))
+    return records
+
+
+def _gang_end(
+    records: list[tuple[str, ExitRecord | None]], job_id: int, attempt: int
+) -> tuple[ExitRecord, str | None]:
+    """The gang's end, and the node that failed by itself and so ended it, if one did."""
     present = [r for _, r in records if r is not None]
     started = min((r.started_at for r in present if r.started_at), default=None)
     ended = max((r.ended_at for r in present), default=time.time())
@@ -205,14 +231,14 @@ def gang_record(attempt_dir: Path, spec: JobSpec, job_id: int, attempt: int) -> 
     )
     if failed:
         _, name, first = failed[0]
-        return _as_node(job_id, attempt, started, ended, name=name, node=first)
+        return _as_node(job_id, attempt, started, ended, name=name, node=first), name
     for name, record in records:
         if record is None:
             why = f"{name}: no exit record (its task never ran, or its host went down)"
-            return ExitRecord(job_id, attempt, Outcome.LOST, started, ended, reason=why)
+            return ExitRecord(job_id, attempt, Outcome.LOST, started, ended, reason=why), None
         if not (record.outcome == Outcome.EXITED and record.exit_code == 0):
-            return _as_node(job_id, attempt, started, ended, name=name, node=record)
-    return ExitRecord(job_id, attempt, Outcome.EXITED, started, ended, exit_code=0)
+            return _as_node(job_id, attempt, started, ended, name=name, node=record), None
+    return ExitRecord(job_id, attempt, Outcome.EXITED, started, ended, exit_code=0), None
 
 
 def _as_node(
