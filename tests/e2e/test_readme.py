@@ -67,7 +67,9 @@ def readme_daemon() -> Iterator[Daemon]:
     flags = quick_start_daemon_flags()
     assert flags[:1] == ["--gpus"], flags  # what a machine without GPUs is told to run
     base = scratch_dir()
-    with supervised(Daemon(base, gpus=flags[1]), remove=base) as daemon:
+    # The embedded defaults, CPU slots included (one per core), as the reader's trainqd has.
+    defaults = Daemon(base, gpus=flags[1], config={"cpu_slots": None})
+    with supervised(defaults, remove=base) as daemon:
         yield daemon
 
 

@@ -51,7 +51,9 @@ class Daemon:
         self.env = {**os.environ, **(env or {})}
         self.env.pop("NOTIFY_SOCKET", None)
         # CPU slots enough for the tests' jobs of several CPU nodes whatever the cores.
+        # A None drops a key: the daemon then takes its embedded default (the README's).
         config = {"cpu_slots": CPU_SLOTS, **(config or {})}
+        config = {k: v for k, v in config.items() if v is not None}
         lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
         self.config_file.write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen[bytes] | None = None
