@@ -35,7 +35,7 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
-from trainqd.monitor import cgroup, cgroupfork
+from trainqd.monitor import cgroup, cgroupfork, device_filter, devices
 from trainqd.monitor import mlroot as _mlroot  # noqa: F401
 
 # Imported here, before any fork, so that no forked monitor or feeder pays for it.
@@ -79,12 +79,18 @@ class Forker:
     """Forks monitors: into their attempt's cgroup where it can, with os.fork otherwise."""
 
     def __init__(self) -> None:
-        self.into_cgroups = os.geteuid() == 0
+        self.root = os.geteuid() == 0
+        self.into_cgroups = self.root
         self.probed = False
 
     def fork(self, launch_fd: int) -> int:
         """os.fork's answer; the child born in the attempt's cgroup where it could be."""
-        target = self._attempt_cgroup(launch_fd) if self.into_cgroups else None
+        launch = _launch_of(launch_fd) if self.root else None
+        target = None
+        if launch is not None:
+            _preload_device_programs(launch)
+            if self.into_cgroups:
+                target = self._attempt_cgroup(launch)
         if target is None:
             return os.fork()
         try:
@@ -101,12 +107,8 @@ class Forker:
             when = "from now on"
         log(f"fork server: {exc}: monitors move into their cgroup themselves {when}")
 
-    def _attempt_cgroup(self, launch_fd: int) -> int | None:
+    def _attempt_cgroup(self, launch: Launch) -> int | None:
         """The attempt's cgroup, made now and open (O_DIRECTORY); None where it cannot be."""
-        try:
-            launch = Launch.from_json(_read_at_start(launch_fd))
-        except (OSError, ValueError, TypeError, KeyError):
-            return None  # the monitor says what is wrong with it, into its log
         try:
             path = cgroup.make_attempt(launch.ml_root, launch.job_id, launch.attempt)
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -156,6 +158,25 @@ class Forker:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
             with contextlib.suppress(OSError):
                 os.rmdir(path)
+
+
+def _launch_of(launch_fd: int) -> Launch | None:
+    try:
+        return Launch.from_json(_read_at_start(launch_fd))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # the monitor says what is wrong with it, into its log
+
+
+def _preload_device_programs(launch: Launch) -> None:
+    """Load the device program each of the launch's monitors will attach (devices.py), if
+    it is not loaded yet; a set that cannot be is left to its monitor, which says why."""
+    for each in launch.nodes or [launch]:
+        if each.runtime == "subprocess":
+            try:
+                minors = devices.job_minors(each.env) | devices.CONTROL_MINORS
+                device_filter.preload(devices.NVIDIA_MAJOR, minors)
+            except (OSError, LookupError, ValueError, device_filter.FilterUnavailable):
+                pass
 
 
 def _wait_briefly(pid: int) -> int:
