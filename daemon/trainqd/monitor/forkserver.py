@@ -9,6 +9,10 @@ SCM_RIGHTS; the server forks, answers with the child's pid, and the child become
 attempt's monitor in a session of its own. trainqd watches it through a pidfd, as it does a
 monitor it found again after a restart; the server reaps it.
 
+As root on a host with the devices cgroup v1 (a hybrid one), the server moves itself into
+the devices cgroup of the launch's set of GPUs (devices.py) when it is not there already,
+so the monitor is born there too; any other launch's monitor is forked in the server's own.
+
 As root, the server makes the attempt's cgroup (cgroup.py; the launch names the attempt)
 and forks the monitor straight into it (cgroupfork.py): the monitor runs no instruction
 outside it, and pays for no migration (7-20 ms). Before the first such fork it forks one
@@ -82,6 +86,10 @@ class Forker:
         self.root = os.geteuid() == 0
         self.into_cgroups = self.root
         self.probed = False
+        # The devices cgroup v1 the server started in, and the set of GPUs whose devices
+        # cgroup it is in now (None: its own).
+        self.v1_home = devices.own_v1_cgroup() if self.root and devices.v1_available() else None
+        self.v1_set: frozenset[int] | None = None
 
     def fork(self, launch_fd: int) -> int:
         """os.fork's answer; the child born in the attempt's cgroup where it could be."""
@@ -89,6 +97,7 @@ class Forker:
         target = None
         if launch is not None:
             _preload_device_programs(launch)
+            self._devices_v1(launch)
             if self.into_cgroups:
                 target = self._attempt_cgroup(launch)
         if target is None:
@@ -100,6 +109,33 @@ class Forker:
             return os.fork()
         finally:
             os.close(target)
+
+    def _devices_v1(self, launch: Launch) -> None:
+        """Be in the devices cgroup v1 of the launch's set of GPUs (a subprocess job of one
+        node), so that its monitor is forked there and need not move (a migration waits out
+        an RCU grace period); in the server's own for any other launch. The move is the
+        server's, and only when the set differs from the last launch's."""
+        if self.v1_home is None:
+            return
+        want = None
+        if launch.runtime == "subprocess" and not launch.nodes:
+            with contextlib.suppress(OSError, LookupError, ValueError):
+                want = frozenset(devices.job_minors(launch.env))
+        if want == self.v1_set:
+            return
+        try:
+            if want is None:
+                path = devices.V1_DEVICES + self.v1_home
+            else:
+                path = devices.make_set_cgroup(set(want))
+            with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+                f.write("0")
+        except OSError as exc:
+            # Where the server stays, a monitor finds itself in no cgroup of its set's, and
+            # makes and enters one of its own.
+            log(f"fork server: cannot use {exc.filename}: {exc.strerror}")
+            return
+        self.v1_set = want
 
     def _refused(self, exc: cgroupfork.Unavailable, when: str) -> None:
         if exc.lasting:
