@@ -246,11 +246,11 @@ def _make(path: str, tries: int = 3, fresh: bool = False) -> None:
         return
 
 
-def make_attempt(ml_root: str, job_id: int, attempt: int) -> str:
+def make_attempt(ml_root: str, job_id: int, attempt: int, home: str | None = None) -> str:
     """Make the attempt's cgroup (as root), for a monitor to be born in (forkserver.py)."""
     if os.geteuid() != 0:
         raise Unavailable("not root")
-    path = attempt_path(ml_root, job_id, attempt)
+    path = attempt_path(ml_root, job_id, attempt, home)
     try:
         _make(path, fresh=True)
     except OSError as exc:

@@ -86,6 +86,7 @@ class Forker:
         self.root = os.geteuid() == 0
         self.into_cgroups = self.root
         self.probed = False
+        self.home: str | None = None
         # The devices cgroup v1 the server started in, and the set of GPUs whose devices
         # cgroup it is in now (None: its own).
         self.v1_home = devices.own_v1_cgroup() if self.root and devices.v1_available() else None
@@ -146,7 +147,9 @@ class Forker:
     def _attempt_cgroup(self, launch: Launch) -> int | None:
         """The attempt's cgroup, made now and open (O_DIRECTORY); None where it cannot be."""
         try:
-            path = cgroup.make_attempt(launch.ml_root, launch.job_id, launch.attempt)
+            if self.home is None:  # the server's cgroup v2: it never moves there
+                self.home = cgroup.own_cgroup_dir()
+            path = cgroup.make_attempt(launch.ml_root, launch.job_id, launch.attempt, self.home)
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except cgroup.Unavailable as exc:
             log(f"fork server: {exc}")
