@@ -205,7 +205,7 @@ def test_an_earlier_launchs_cgroup_is_made_anew_for_the_monitor(
     starter: spawn.MonitorStarter,
 ) -> None:
     """A launch of this very attempt died before its monitor ran: its cgroup is killed, and
-    a cgroup that was ever killed kills what is cloned into it (Linux 6.14+), so it is
+    a cgroup that was ever killed kills what is cloned into it (Linux 6.18 here), so it is
     removed and made again."""
     with attempt_of(WHERE) as attempt:
         path = cgroup.attempt_path(attempt.launch.ml_root, 7, 1)

@@ -168,7 +168,7 @@ class Forker:
     def _probe(self, subtree: str) -> None:
         """Fork a child that exits at once into a scratch cgroup beside the attempts'; it
         must exit, not be killed: a kernel may kill a child cloned into a cgroup whose kill
-        count differs from its parent's (6.14-6.18 compare the two)."""
+        count differs from its parent's (Linux 6.18 here compares the two)."""
         path = os.path.join(subtree, f"probe-{os.getpid()}")
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # ours to reap
         try:
