@@ -91,6 +91,7 @@ class Forker:
         # cgroup it is in now (None: its own).
         self.v1_home = devices.own_v1_cgroup() if self.root and devices.v1_available() else None
         self.v1_set: frozenset[int] | None = None
+        self.v1_made: set[frozenset[int]] = set()  # whose rules this server wrote
 
     def fork(self, launch_fd: int) -> int:
         """os.fork's answer; the child born in the attempt's cgroup where it could be."""
@@ -127,14 +128,19 @@ class Forker:
         try:
             if want is None:
                 path = devices.V1_DEVICES + self.v1_home
+            elif want in self.v1_made:
+                path = devices.V1_DEVICES + devices.set_cgroup_name(set(want))
             else:
-                path = devices.make_set_cgroup(set(want))
+                path = devices.make_set_cgroup(set(want))  # 254 writes: once per server
+                self.v1_made.add(want)
             with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
                 f.write("0")
         except OSError as exc:
             # Where the server stays, a monitor finds itself in no cgroup of its set's, and
             # makes and enters one of its own.
             log(f"fork server: cannot use {exc.filename}: {exc.strerror}")
+            if want is not None:
+                self.v1_made.discard(want)  # made again next time (removed meanwhile?)
             return
         self.v1_set = want
 
