@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.monitor import Attempt, attempt_of, python
+from tests.support.monitor import NOBODY, Attempt, attempt_of, give_to, personal_monitor, python
 from tests.support.waiting import wait_for
 from trainqd.monitor import cgroup, spawn
 
@@ -314,3 +314,47 @@ def test_a_cgroup_the_server_cannot_make_leaves_the_job_to_its_process_tree(
     said = [line for line in capfd.readouterr().err.splitlines() if "fork server" in line]
     assert len(said) == 1
     assert "cannot make" in said[0]
+
+
+# A personal trainqd's fork server, as nobody: forks one monitor for the launch on stdin,
+# says its pid and whether the server forked it, and lets go once the monitor is gone.
+PERSONAL_SERVER = """
+import os, sys, time
+sys.path[:0] = sys.argv[1:]
+from trainqd.monitor import spawn
+from trainqd.monitor.records import Launch
+starter = spawn.MonitorStarter()
+started = starter.start(Launch.from_json(sys.stdin.buffer.read()))
+print(started.pid, started.popen is None, flush=True)
+deadline = time.monotonic() + 20
+while os.path.exists(f"/proc/{started.pid}") and time.monotonic() < deadline:
+    time.sleep(0.01)
+starter.close()
+"""
+
+
+@needs_v2
+def test_a_personal_servers_monitor_is_forked_with_no_cgroup_of_its_own() -> None:
+    with attempt_of(WHERE, owner=NOBODY) as attempt:
+        give_to(attempt, NOBODY)
+        argv = personal_monitor()
+        argv[2] = PERSONAL_SERVER  # the same interpreter and package paths
+        done = subprocess.run(
+            argv,
+            input=attempt.launch.to_json(),
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode().split()[1] == "True"  # forked by the server
+        assert b"fork server" not in done.stderr
+        record = attempt.record()
+        assert record is not None
+        assert (record.outcome, record.exit_code) == ("exited", 0), attempt.monitor_log()
+        # In the cgroup it was forked in: this test's own; no attempt's cgroup was made.
+        assert attempt.stdout().strip().endswith(membership(cgroup.own_cgroup_dir()))
+        assert not os.path.exists(cgroup.attempt_path(attempt.launch.ml_root, 7, 1))
