@@ -37,6 +37,8 @@ MOUNTINFO = "/proc/self/mountinfo"
 SELF_CGROUP = "/proc/self/cgroup"
 SUBTREE_PREFIX = "trainq-"
 ATTEMPT_PREFIX = "job-"
+# The fork server's scratch cgroup for its probe (forkserver.py), removed at once.
+PROBE_PREFIX = "probe-"
 _POLL_FIRST, _POLL_MAX = 0.002, 0.05
 
 

@@ -175,7 +175,7 @@ class Forker:
         """Fork a child that exits at once into a scratch cgroup beside the attempts'; it
         must exit, not be killed: a kernel may kill a child cloned into a cgroup whose kill
         count differs from its parent's (Linux 6.18 here compares the two)."""
-        path = os.path.join(subtree, f"probe-{os.getpid()}")
+        path = os.path.join(subtree, f"{cgroup.PROBE_PREFIX}{os.getpid()}")
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # ours to reap
         try:
             os.mkdir(path)
