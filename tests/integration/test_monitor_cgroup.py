@@ -141,3 +141,18 @@ def test_a_monitor_alone_in_its_cgroup_ends_it_without_leaving(tmp_path: Path) -
         proc.kill()
         cgroup.kill(path, 5)
         cgroup.remove(path)
+
+
+@needs_v2
+def test_trainqd_removes_an_empty_probe_cgroup_a_killed_fork_server_left(tmp_path: Path) -> None:
+    jobs_dir = str(tmp_path / "jobs")
+    probe = os.path.join(cgroup.subtree(jobs_dir), f"{cgroup.PROBE_PREFIX}12345")
+    os.makedirs(probe)
+    try:
+        assert cgroups.prepare(jobs_dir) is None
+        assert not os.path.exists(probe)
+    finally:
+        cgroups.release(jobs_dir)
+        if os.path.exists(probe):
+            os.rmdir(probe)
+            os.rmdir(os.path.dirname(probe))

@@ -34,10 +34,11 @@ def prepare(jobs_dir: str) -> str | None:
 
 def _remove_ended(tree: str) -> None:
     """Remove the cgroups of attempts that have ended: a monitor that ran as its job's owner
-    could not remove its own, and trainqd may have been away when it ended."""
+    could not remove its own, and trainqd may have been away when it ended; and a probe's
+    that a fork server killed in its probe left."""
     with contextlib.suppress(OSError):
         for name in os.listdir(tree):
-            if name.startswith(cgroup.ATTEMPT_PREFIX):
+            if name.startswith((cgroup.ATTEMPT_PREFIX, cgroup.PROBE_PREFIX)):
                 path = os.path.join(tree, name)
                 if not cgroup.populated(path):  # a running attempt's monitor is inside
                     with contextlib.suppress(OSError):

@@ -13,7 +13,7 @@ host, /sys/fs/cgroup/unified on a hybrid one) and where the attempt's cgroup liv
 
     <v2 mount>/<trainqd's cgroup>/trainq-<instance>/job-<id>-<attempt>
 
-<trainqd's cgroup> is the one a monitor starts in (it is forked by trainqd's fork server);
+<trainqd's cgroup> is the one trainqd's fork server runs in (forkserver.py);
 <instance> is a digest of the jobs directory, so two trainqds in one cgroup (a personal one
 and a service, or tests) never share a name. No controller is enabled on the way down:
 cgroup.kill, cgroup.procs and cgroup.events need none, and without controllers a cgroup may
@@ -37,6 +37,8 @@ MOUNTINFO = "/proc/self/mountinfo"
 SELF_CGROUP = "/proc/self/cgroup"
 SUBTREE_PREFIX = "trainq-"
 ATTEMPT_PREFIX = "job-"
+# The fork server's scratch cgroup for its probe (forkserver.py), removed at once.
+PROBE_PREFIX = "probe-"
 _POLL_FIRST, _POLL_MAX = 0.002, 0.05
 
 
@@ -225,7 +227,7 @@ def enter_node(node: str) -> None:
         raise Unavailable(f"cannot use {path}: {exc.strerror or exc}") from None
 
 
-def _make(path: str, tries: int = 3) -> None:
+def _make(path: str, tries: int = 3, fresh: bool = False) -> None:
     for left in reversed(range(tries)):
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -233,7 +235,12 @@ def _make(path: str, tries: int = 3) -> None:
         except FileExistsError:
             # An earlier launch of this very attempt died before its monitor ran: emptied.
             kill(path, 5.0)
-            return
+            if not fresh:
+                return
+            # And made anew: the kernel kills a child cloned into a cgroup that was ever
+            # killed (it compares the kill counts of the parent's and the child's cgroups).
+            os.rmdir(path)
+            continue
         except FileNotFoundError:  # the subtree was removed meanwhile, being empty
             if not left:
                 raise
@@ -241,12 +248,35 @@ def _make(path: str, tries: int = 3) -> None:
         return
 
 
+def make_attempt(ml_root: str, job_id: int, attempt: int, home: str | None = None) -> str:
+    """Make the attempt's cgroup (as root), for a monitor to be born in (forkserver.py)."""
+    if os.geteuid() != 0:
+        raise Unavailable("not root")
+    path = attempt_path(ml_root, job_id, attempt, home)
+    try:
+        _make(path, fresh=True)
+    except OSError as exc:
+        raise Unavailable(f"cannot make {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _born_home(here: str, ml_root: str, job_id: int, attempt: int) -> str | None:
+    """The home cgroup, if `here` (the caller's cgroup) is already the attempt's own: its
+    monitor was born in it (cgroupfork.py)."""
+    subtree_dir = os.path.dirname(here)
+    if os.path.basename(here) == attempt_name(job_id, attempt) and os.path.basename(
+        subtree_dir
+    ) == subtree_name(jobs_dir_of(ml_root)):
+        return os.path.dirname(subtree_dir)
+    return None
+
+
 class AttemptCgroup:
-    """The cgroup a monitor moved itself into before it started anything of the job, so
-    that every child inherits it. The monitor keeps two descriptors opened while it was
-    root, because a subprocess job's monitor runs on as the job's owner, who may write to
-    neither file (the kernel checks the rights of whoever opened them): its home cgroup's
-    cgroup.procs, to leave before the kill, and the attempt's cgroup.kill."""
+    """The cgroup a monitor was born in, or moved itself into, before it started anything
+    of the job, so that every child inherits it. The monitor keeps two descriptors opened
+    while it was root, because a subprocess job's monitor runs on as the job's owner, who
+    may write to neither file (the kernel checks the rights of whoever opened them): its
+    home cgroup's cgroup.procs, to leave before the kill, and the attempt's cgroup.kill."""
 
     def __init__(self, path: str, home_procs_fd: int, kill_fd: int) -> None:
         self.path = path
@@ -255,25 +285,31 @@ class AttemptCgroup:
 
     @classmethod
     def enter(cls, ml_root: str, job_id: int, attempt: int) -> AttemptCgroup:
-        """Make the attempt's cgroup and move the calling process into it (as root)."""
+        """Make the attempt's cgroup and move the calling process into it (as root), unless
+        the process was born in it."""
         if os.geteuid() != 0:
             raise Unavailable("the monitor does not run as root")
-        home = own_cgroup_dir()
+        here = own_cgroup_dir()
+        born_home = _born_home(here, ml_root, job_id, attempt)
+        home = born_home or here
         path = attempt_path(ml_root, job_id, attempt, home)
         home_fd = kill_fd = -1
         try:
-            _make(path)
+            if born_home is None:
+                _make(path)
             home_fd = os.open(os.path.join(home, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
             with contextlib.suppress(FileNotFoundError):  # no cgroup.kill before Linux 5.14
                 kill_fd = os.open(os.path.join(path, "cgroup.kill"), os.O_WRONLY | os.O_CLOEXEC)
-            with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
-                f.write("0")  # "0": the writer itself
+            if born_home is None:
+                with open(os.path.join(path, "cgroup.procs"), "w", encoding="ascii") as f:
+                    f.write("0")  # "0": the writer itself
         except OSError as exc:
             for fd in (home_fd, kill_fd):
                 if fd >= 0:
                     os.close(fd)
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
+            if born_home is None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
             raise Unavailable(f"cannot use {path}: {exc.strerror or exc}") from None
         return cls(path, home_fd, kill_fd)
 

@@ -11,6 +11,13 @@ library is needed: it refuses (returns 0) every access to a character device of 
 loaded with bpf(BPF_PROG_LOAD) and attached with bpf(BPF_PROG_ATTACH) by a root monitor;
 the cgroup keeps it until the cgroup is removed, and the job, unprivileged, can neither
 detach it (bpf(2) needs capabilities it lacks) nor leave the cgroup (root's).
+
+Loading (the verifier's pass) costs about 2 ms; attaching, a fraction of that. A root fork
+server (forkserver.py) loads the program for each allowed set once (`preload`) and keeps its
+descriptor; the monitors it forks inherit the descriptor and only attach it. One program
+may be attached to any number of cgroups; each holds its own reference. A monitor closes
+every inherited descriptor once it has attached its own (`forget`), before it drops to the
+job's owner. Descriptors of bpf objects are close-on-exec: no trainer inherits one.
 """
 
 from __future__ import annotations
@@ -162,14 +169,43 @@ def load(major: int, allowed_minors: Iterable[int]) -> int:
         ) from None
 
 
+# (major, allowed minors) -> the loaded program's descriptor, oldest first.
+_loaded: dict[tuple[int, frozenset[int]], int] = {}
+# A host's jobs use a few sets of GPUs over and over; past this many, the oldest goes.
+MAX_LOADED = 64
+
+
+def preload(major: int, allowed_minors: Iterable[int]) -> int:
+    """The program for this set, loaded now if it is not yet; kept for later attaches (and
+    for the children forked meanwhile, which inherit the descriptor)."""
+    key = (major, frozenset(allowed_minors))
+    fd = _loaded.get(key)
+    if fd is None:
+        fd = load(major, key[1])
+        while len(_loaded) >= MAX_LOADED:
+            os.close(_loaded.pop(next(iter(_loaded))))
+        _loaded[key] = fd
+    return fd
+
+
+def forget() -> None:
+    """Close every kept program's descriptor (the cgroups they are attached to keep them)."""
+    while _loaded:
+        os.close(_loaded.popitem()[1])
+
+
 def attach(cgroup_dir: str, major: int, allowed_minors: Iterable[int]) -> None:
     """Refuse, to every process in the v2 cgroup `cgroup_dir` (and below), the character
-    devices `major`:N but `allowed_minors`."""
-    prog_fd = load(major, allowed_minors)
+    devices `major`:N but `allowed_minors`; the program preloaded for that set if it was."""
+    try:
+        prog_fd = preload(major, allowed_minors)
+    except FilterUnavailable:
+        forget()
+        raise
     try:
         cgroup_fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        os.close(prog_fd)
+        forget()
         raise FilterUnavailable(f"cannot open {cgroup_dir}: {exc.strerror}") from None
     try:
         attr = _ProgAttach(
@@ -184,6 +220,6 @@ def attach(cgroup_dir: str, major: int, allowed_minors: Iterable[int]) -> None:
             f"cannot attach the eBPF device program to {cgroup_dir}: {exc.strerror}"
         ) from None
     finally:
-        # The cgroup holds the program now; neither descriptor is needed any more.
+        # The cgroup holds the program now; no descriptor is needed any more.
         os.close(cgroup_fd)
-        os.close(prog_fd)
+        forget()

@@ -9,7 +9,9 @@ offers, both where both are (a hybrid host), as each can refuse on its own:
 
 - cgroup v2 (Debian 12's default): an eBPF device program on the attempt's own cgroup, the
   one the monitor entered at its start (cgroup.py, device_filter.py);
-- cgroup v1: a devices cgroup of the monitor's own that denies those minors.
+- cgroup v1: a devices cgroup that denies those minors: the one of the job's set of GPUs
+  (trainq/gpus-<minors>) that the fork server forked the monitor in (forkserver.py), else
+  one of the monitor's own that it moves into.
 
 Children inherit both; nothing else of the host is denied. Where neither works, the job runs
 unconfined and the monitor's log says why. TRAINQ_DEVICES_NO_V1=1 in trainqd's environment
@@ -34,6 +36,8 @@ V1_DEVICES = "/sys/fs/cgroup/devices"
 PARENT = "trainq"
 DRIVER_GPUS = "/proc/driver/nvidia/gpus"
 NO_V1_ENV = "TRAINQ_DEVICES_NO_V1"
+# The devices cgroups v1 the fork server forks monitors in, one per set of GPUs.
+SET_PREFIX = "gpus-"
 
 
 def job_minors(env: Mapping[str, str]) -> set[int]:
@@ -103,26 +107,66 @@ def _confine_v2(job_id: int, attempt: int, minors: set[int], ml_root: str) -> st
     return None
 
 
+def v1_available() -> bool:
+    return os.environ.get(NO_V1_ENV) != "1" and os.path.isfile(
+        os.path.join(V1_DEVICES, "devices.deny")
+    )
+
+
+def own_v1_cgroup() -> str | None:
+    """This process's devices cgroup v1, as /proc/self/cgroup names it ("/trainq/...")."""
+    with open("/proc/self/cgroup", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if "devices" in controllers.split(","):
+                return path
+    return None
+
+
+def set_cgroup_name(minors: set[int]) -> str:
+    """The devices cgroup v1 of every attempt given exactly `minors`, as /proc names it."""
+    return f"/{PARENT}/{SET_PREFIX}" + "-".join(str(m) for m in sorted(minors))
+
+
+def make_set_cgroup(minors: set[int]) -> str:
+    """Make (or write the rules of, again) the devices cgroup v1 shared by the attempts given
+    `minors`, for the fork server to fork their monitors in (forkserver.py); its path."""
+    path = V1_DEVICES + set_cgroup_name(minors)
+    os.makedirs(path, exist_ok=True)
+    _deny_all_but(path, minors)
+    return path
+
+
+def _deny_all_but(path: str, minors: set[int]) -> None:
+    # The cgroup starts as its parent allows (everything); each write adds one denied
+    # device. A wildcard deny could not be narrowed again by an allow.
+    fd = os.open(os.path.join(path, "devices.deny"), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        for minor in range(256):
+            if minor not in minors and minor not in CONTROL_MINORS:
+                os.write(fd, f"c {NVIDIA_MAJOR}:{minor} rwm".encode())
+    finally:
+        os.close(fd)
+
+
 def _confine_v1(job_id: int, attempt: int, minors: set[int]) -> str | None:
     """Move this process into a new devices cgroup where only `minors` of the GPU nodes
-    can be opened. Returns why that failed, or None."""
+    can be opened, unless it was forked in the one of its set. Returns why that failed,
+    or None."""
     if not os.path.isfile(os.path.join(V1_DEVICES, "devices.deny")):
         return "none on this host"
+    try:
+        if own_v1_cgroup() == set_cgroup_name(minors):
+            return None  # only root makes these, and writes their rules before use
+    except OSError as exc:
+        return f"{exc.filename}: {exc.strerror}"
     parent = os.path.join(V1_DEVICES, PARENT)
     try:
         os.makedirs(parent, exist_ok=True)
         _remove_empty_children(parent)
         path = os.path.join(parent, f"{job_id}.{attempt}.{os.getpid()}")
         os.mkdir(path)
-        # The cgroup starts as its parent allows (everything); each write adds one denied
-        # device. A wildcard deny could not be narrowed again by an allow.
-        fd = os.open(os.path.join(path, "devices.deny"), os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            for minor in range(256):
-                if minor not in minors and minor not in CONTROL_MINORS:
-                    os.write(fd, f"c {NVIDIA_MAJOR}:{minor} rwm".encode())
-        finally:
-            os.close(fd)
+        _deny_all_but(path, minors)
         fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
         try:
             os.write(fd, str(os.getpid()).encode())

@@ -92,12 +92,17 @@ def make_job_view(
     problems = _bind_readonly(owner, readonly) if readonly else []
     try:
         _bind_hosts(current_host, peers or {})
+        scratch_left = True
     except OSError as exc:
         problems.append(f"{current_host} does not resolve: {HOSTS}: {exc.strerror}")
+        scratch_left = False
     try:
         _bind_ml_root(ml_root)
     except OSError as exc:
         problems.append(f"no {SAGEMAKER_ROOT}: {exc.filename or ml_root}: {exc.strerror}")
+        if scratch_left:  # /opt/ml is then the host's empty directory, as it was
+            with contextlib.suppress(OSError):
+                libc.umount(SAGEMAKER_ROOT, libc.MNT_DETACH)
     return problems
 
 
@@ -134,17 +139,26 @@ def _write_proc(path: str, text: str) -> None:
 
 
 @contextlib.contextmanager
-def _scratch() -> Iterator[str]:
+def _scratch(keep: bool = False) -> Iterator[str]:
     """A small tmpfs of root's, mounted for a moment on /opt/ml (a directory that is there
     anyway): binds made from what is in it outlive it once it is detached, and nothing is
-    written to any disk or to a directory the job's owner controls."""
+    written to any disk or to a directory the job's owner controls.
+
+    `keep`: left mounted once what is in it is bound, for the ml root's bind to cover it
+    (make_job_view): an unmount waits out an RCU grace period (5-12 ms on a busy machine),
+    and the namespace's end removes it with the rest. Mode 0700, root's, nosuid, nodev,
+    noexec, and under the ml root: the job cannot reach it, nor uncover it without
+    CAP_SYS_ADMIN over the namespace."""
     _ensure_mountpoint()
     flags = libc.MS_NOSUID | libc.MS_NODEV | libc.MS_NOEXEC
     libc.mount("tmpfs", SAGEMAKER_ROOT, flags, "tmpfs", "size=1m,mode=0700")
+    kept = False
     try:
         yield SAGEMAKER_ROOT
+        kept = keep
     finally:
-        libc.umount(SAGEMAKER_ROOT, libc.MNT_DETACH)
+        if not kept:
+            libc.umount(SAGEMAKER_ROOT, libc.MNT_DETACH)
 
 
 def _bind_hosts(current_host: str, peers: dict[str, str]) -> None:
@@ -156,7 +170,7 @@ def _bind_hosts(current_host: str, peers: dict[str, str]) -> None:
         text += b"\n"
     names = peers or {current_host: LOOPBACK}
     text += "".join(f"{address}\t{name}\n" for name, address in names.items()).encode()
-    with _scratch() as scratch:
+    with _scratch(keep=True) as scratch:
         copy = os.path.join(scratch, "hosts")
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:

@@ -406,7 +406,14 @@ _RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
 
 def reserve_record_space(attempt_dir: str) -> None:
     """Allocate RESERVE_BYTES for the exit record (written out, so the blocks are the file's
-    on any filesystem, tmpfs included); OSError if the disk cannot spare them now."""
+    on any filesystem, tmpfs included); OSError if the disk cannot spare them now.
+
+    Not fsynced: write(2) itself takes the space (tmpfs gives the pages; ext4 and XFS
+    reserve the blocks of delayed allocation, and say ENOSPC here, not at writeback), and
+    the record is later written over these very blocks. After a crash of the machine the
+    reserve is of no use to anyone (the monitor is gone, and the attempt is taken as lost),
+    so nothing about it must reach the disk; the record itself is fsynced, file and
+    directory."""
     path = os.path.join(attempt_dir, EXIT_RESERVE)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(path, flags, 0o600)
@@ -414,7 +421,6 @@ def reserve_record_space(attempt_dir: str) -> None:
         zeros = memoryview(bytes(RESERVE_BYTES))
         while zeros:
             zeros = zeros[os.write(fd, zeros) :]
-        os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):

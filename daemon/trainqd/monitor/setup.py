@@ -27,7 +27,7 @@ import os
 import resource
 import stat
 
-from trainqd.monitor import children, devices, libc, mounts
+from trainqd.monitor import children, device_filter, devices, libc, mounts
 from trainqd.monitor.log import log
 from trainqd.monitor.mlroot import prepare_ml_root
 from trainqd.monitor.owner import drop_to, is_root
@@ -122,6 +122,7 @@ def _prepare_subprocess(launch: Launch) -> Prepared:
     if is_root():
         _confine_devices(launch)
         mark("devices confined")
+    device_filter.forget()  # what the fork server loaded for others, before the drop
     if launch.pipe_channels:
         children.load_feeder()
     owner = launch.owner
@@ -189,6 +190,7 @@ def _confine_devices(launch: Launch) -> None:
 
 
 def _prepare_container(launch: Launch) -> Prepared:
+    device_filter.forget()  # a container's engine confines its devices itself
     said = children.prepare_as_owner(launch, launch.owner)
     if said is not None:
         raise StartFailed(f"cannot prepare the ml root: {said}")
