@@ -871,7 +871,8 @@ def test_cancelling_serve_closes_everything_promptly() -> None:
         finally:
             for sock in socks:
                 sock.close()
-    assert elapsed < 1.0, f"shutdown took {elapsed:.3f} s"
+    # Not a speed: a shutdown that waited for the idle connections would take their 10 s.
+    assert elapsed < 5.0, f"shutdown took {elapsed:.3f} s"
 
 
 def test_a_request_whose_client_left_is_cancelled_and_nothing_else(server: Harness) -> None:

