@@ -1,19 +1,23 @@
 """The network of a job of several nodes under a root trainqd: each node in a network
 namespace of its own, joined to a bridge of the attempt's own (iproute2's `ip`).
 
-    gang monitor (root, the host's namespace)   ip link add <bridge> type bridge; up
+    gang monitor (root, the host's namespace)   ip link add <bridge> type bridge; no IPv6; up
     node monitor (root, before anything else)   unshare(CLONE_NEWNET); "ready" to the gang
     gang monitor                                ip link add <veth> type veth peer name eth0
-                                                    netns <node monitor's pid>
+                                                    netns <node monitor's pid>; no IPv6
                                                 ip link set <veth> master <bridge> up; "go"
     node monitor (in its namespace)             lo up; eth0 <address>/24 up
     gang monitor, at the end                    ip link del <bridge>
 
 The bridge has no address on the host, and the host has no route to the nodes' subnet: no
 process outside the attempt (another user's job among them) can reach a node, and the nodes
-reach nothing but each other. Every node has its own addresses and ports: each may bind
-the same port, on every address. A node's end of its pair vanishes with its namespace; the
-bridge is the gang's to remove (or trainqd's, after a gang that vanished: leftovers.py).
+reach nothing but each other. No address means IPv6's link-local ones too: the kernel gives
+every interface that comes up one, which any user can work out from the bridge's table of
+the nodes' MACs, so IPv6 is off on the host's ends (the bridge, each pair's end on it)
+before they come up; the nodes keep theirs, and reach each other by it across the bridge.
+Every node has its own addresses and ports: each may bind the same port, on every address.
+A node's end of its pair vanishes with its namespace; the bridge is the gang's to remove (or
+trainqd's, after a gang that vanished: leftovers.py).
 
 Standard library only: the monitor imports this; trainqd uses `bridge_name` and `remove`.
 """
@@ -66,9 +70,32 @@ def _ip(*lines: list[str]) -> str | None:
     return None
 
 
+def _without_ipv6(interface: str) -> str | None:
+    """IPv6 off on one of the host's interfaces, before it is up (so it never gets its
+    link-local address); a host without IPv6 has nothing to turn off."""
+    path = f"/proc/sys/net/ipv6/conf/{interface}/disable_ipv6"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None if not os.path.exists("/proc/sys/net/ipv6") else f"no {path}"
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    try:
+        os.write(fd, b"1")
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    finally:
+        os.close(fd)
+    return None
+
+
 def make_bridge(bridge: str) -> str | None:
     remove(bridge)  # a launch of this very attempt that died before its monitor cleaned up
-    return _ip(["link", "add", "name", bridge, "type", "bridge"], ["link", "set", bridge, "up"])
+    return (
+        _ip(["link", "add", "name", bridge, "type", "bridge"])
+        or _without_ipv6(bridge)
+        or _ip(["link", "set", bridge, "up"])
+    )
 
 
 def plug(bridge: str, veth: str, pid: int) -> str | None:
@@ -76,9 +103,12 @@ def plug(bridge: str, veth: str, pid: int) -> str | None:
     end is eth0."""
     if os.path.exists(f"/sys/class/net/{veth}"):  # a restarted node's, its namespace lingering
         _ip(["link", "del", veth])
-    return _ip(
-        ["link", "add", veth, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", str(pid)],
-        ["link", "set", veth, "master", bridge, "up"],
+    return (
+        _ip(
+            ["link", "add", veth, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", str(pid)]
+        )
+        or _without_ipv6(veth)
+        or _ip(["link", "set", veth, "master", bridge, "up"])
     )
 
 
