@@ -157,3 +157,25 @@ def test_numbers_of_the_right_type_are_still_accepted(
     }
     job = submit_as(workstation, accounts.bob, spec)
     assert workstation.wait_state(job["id"], timeout=30)["state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"name": "run\n"},
+        {"environment": {"HTTPS_PROXY\n": "1"}},  # a bare NAME line in an env file
+        {"channels": {"train\n": {"source": "/tmp"}}},
+        {"metric_definitions": [{"name": "loss\n", "regex": "loss=([0-9.]+)"}]},
+        {"instance_groups": [{"name": "workers\n", "instance_count": 2}]},
+    ],
+)
+def test_a_name_ending_in_a_line_break_is_refused(
+    workstation: Daemon, accounts: Accounts, extra: dict[str, Any]
+) -> None:
+    """A regex's `$` also matches before a final newline: each name is checked whole."""
+    status, body = http_as(
+        workstation, accounts.alice, "POST", "/v1/jobs", {**quick_job(), **extra}
+    )
+    assert status == 400, body
+    assert error_code(body) == "invalid_spec"
+    still_serves_others(workstation, accounts)

@@ -27,12 +27,12 @@ from pydantic import (
 from trainq.core.dependencies import MAX_DEPENDENCIES
 from trainq.core.dependencies import parse as parse_dependency
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # An image reference as the engines accept it; never starting with "-" so it cannot be
 # mistaken for an engine flag.
-IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}\Z")
 
 # Variables trainq derives from the job itself; a job may not set them (docs/architecture.md).
 RESERVED_ENV = frozenset(
@@ -151,7 +151,7 @@ class ChannelSpec(_Strict):
 # Metric definitions (SageMaker's MetricDefinitions): regexes over the trainer's output.
 MAX_METRIC_DEFINITIONS = 16
 MAX_METRIC_REGEX = 512
-METRIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
+METRIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}\Z")
 
 
 def compile_metric_regex(pattern: str) -> Any:
