@@ -6,6 +6,7 @@ connect to it, and the bridge is gone once the attempt ends."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,48 @@ def _settled(table: Path, interface: str, *, needed: bool) -> bool:
         int(f[4], 16) for f in map(str.split, table.read_text().splitlines()) if f[5] == interface
     ]
     return (bool(flags) or not needed) and not any(flag & 0x40 for flag in flags)
+
+
+# Alice on the host: hold her nodes' network namespaces open (her trainers are hers, so she
+# may open their /proc/PID/ns/net), so that the kernel cannot free them when the job ends.
+HOLD_NAMESPACES = """
+import os, sys, time
+held = [os.open(f"/proc/{pid}/ns/net", os.O_RDONLY) for pid in sys.argv[1:]]
+print("held", len(held), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_held_namespace_leaves_no_interface_on_the_host(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path
+) -> None:
+    spec = python_job("gang_node.py", "sleep", instance_count=2, working_dir=str(shared_dir))
+    gang = submit_as(workstation, accounts.alice, spec)
+    nodes = workstation.job(gang["id"])["nodes"]
+    pid_files = [Path(node["job_dir"]) / "model" / "pid" for node in nodes]
+    wait_for(
+        lambda: all(p.exists() and p.read_text().strip() for p in pid_files),
+        what="both nodes to listen",
+    )
+    pids = [p.read_text().strip() for p in pid_files]
+    bridge = netns.bridge_name(str(workstation.state_dir / "jobs"), gang["id"], 1)
+    ports = {netns.veth_name(bridge, rank) for rank in range(2)}
+    assert ports <= set(os.listdir("/sys/class/net"))
+    holder = accounts.alice.popen(
+        ["python3", "-c", HOLD_NAMESPACES, *pids], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held 2"
+        assert trainq_as(workstation, accounts.alice, "stop", str(gang["id"])).returncode == 0
+        assert workstation.wait_state(gang["id"], timeout=30)["state"] == "STOPPED"
+        assert not pids_alive([int(pid) for pid in pids])
+        # The namespaces live on while she holds them; nothing of them stays on the host.
+        assert not Path(f"/sys/class/net/{bridge}").exists()
+        assert not ports & set(os.listdir("/sys/class/net"))
+        assert trainq_as(workstation, accounts.bob, "ls").returncode == 0  # trainqd serves on
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+        if holder.stdout is not None:
+            holder.stdout.close()

@@ -7,7 +7,7 @@ namespace of its own, joined to a bridge of the attempt's own (iproute2's `ip`).
                                                     netns <node monitor's pid>; no IPv6
                                                 ip link set <veth> master <bridge> up; "go"
     node monitor (in its namespace)             lo up; eth0 <address>/24 up
-    gang monitor, at the end                    ip link del <bridge>
+    gang monitor, at the end                    ip link del <veth>...; ip link del <bridge>
 
 The bridge has no address on the host, and the host has no route to the nodes' subnet: no
 process outside the attempt (another user's job among them) can reach a node, and the nodes
@@ -44,12 +44,13 @@ def veth_name(bridge: str, rank: int) -> str:
     return f"tqv{bridge[3:11]}{rank:02d}"
 
 
-def _ip(*lines: list[str]) -> str | None:
+def _ip(*lines: list[str], force: bool = False) -> str | None:
     """Run `ip`, one command per line in one process (`ip -batch`: each `ip` started costs
     milliseconds on a busy host); None, or what went wrong in one line."""
     import subprocess  # noqa: PLC0415 (only jobs of several nodes pay for it)
 
-    argv = [IP, *lines[0]] if len(lines) == 1 else [IP, "-batch", "-"]
+    batch = [IP, "-force", "-batch", "-"] if force else [IP, "-batch", "-"]
+    argv = [IP, *lines[0]] if len(lines) == 1 else batch
     text = "".join(" ".join(line) + "\n" for line in lines) if len(lines) > 1 else None
     try:
         done = subprocess.run(
@@ -122,5 +123,16 @@ def configure(address: str) -> str | None:
 
 
 def remove(bridge: str) -> bool:
-    """Remove the bridge if it is there; whether it was."""
-    return os.path.exists(f"/sys/class/net/{bridge}") and _ip(["link", "del", bridge]) is None
+    """Remove the bridge and the host's ends of the pairs on it, if it is there; whether it
+    was. A pair would go with its node's namespace, but only once nothing holds that: the
+    job's owner may (a process of theirs that opened a trainer's /proc/PID/ns/net), and
+    the pair's end would stay on the host for good."""
+    if not os.path.exists(f"/sys/class/net/{bridge}"):
+        return False
+    try:
+        ports = sorted(os.listdir(f"/sys/class/net/{bridge}/brif"))
+    except OSError:
+        ports = []
+    # -force: a pair that went with its namespace meanwhile does not keep the rest.
+    _ip(*[["link", "del", port] for port in ports], ["link", "del", bridge], force=True)
+    return not os.path.exists(f"/sys/class/net/{bridge}")
