@@ -179,3 +179,25 @@ def test_a_name_ending_in_a_line_break_is_refused(
     assert status == 400, body
     assert error_code(body) == "invalid_spec"
     still_serves_others(workstation, accounts)
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        {"lr": {"int": [0, 10**12]}},  # counted, never listed (10^9 would fill the memory)
+        {"lr": {"int": [0, 10**400]}},  # no float holds an end
+        {"lr": {"choice": [1, 2]}, "wd": {"int": [-(10**400), 0]}},
+    ],
+    ids=["huge-grid", "huge-end", "huge-low-end"],
+)
+def test_a_tune_whose_range_is_out_of_bounds_is_refused_in_one_line(
+    workstation: Daemon, accounts: Accounts, space: dict[str, Any]
+) -> None:
+    tune = {"objective": "loss", "search": "grid", "max_trials": 4, "space": space}
+    status, body = http_as(
+        workstation, accounts.alice, "POST", "/v1/tunes", {"spec": quick_job(), "tune": tune}
+    )
+    assert status == 400, body
+    assert error_code(body) in {"invalid_spec", "invalid_request"}
+    assert len(body["error"]["message"]) < 1000, body
+    still_serves_others(workstation, accounts)
