@@ -201,3 +201,18 @@ def test_a_tune_whose_range_is_out_of_bounds_is_refused_in_one_line(
     assert error_code(body) in {"invalid_spec", "invalid_request"}
     assert len(body["error"]["message"]) < 1000, body
     still_serves_others(workstation, accounts)
+
+
+def test_a_hyperparameter_nested_past_the_recursion_limit_is_taken_as_text(
+    workstation: Daemon, accounts: Accounts
+) -> None:
+    """trainqd decodes hyperparameters as JSON where they parse (as SageMaker's toolkit
+    does): one nested deeper than Python recurses is a string like any other."""
+    nested = "[" * 2500  # the longest a value may be
+    for name in ("depth", "sagemaker_submit_directory"):
+        spec = {**quick_job(), "hyperparameters": {name: nested}}
+        status, job = http_as(workstation, accounts.alice, "POST", "/v1/jobs", spec)
+        assert status == 201, job
+        done = workstation.wait_state(job["id"], timeout=30)
+        assert done["state"] == "COMPLETED", done
+    still_serves_others(workstation, accounts)
