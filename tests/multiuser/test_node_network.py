@@ -6,6 +6,7 @@ connect to it, and the bridge is gone once the attempt ends."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tests.support.accounts import Accounts
 from tests.support.daemon import Daemon, pids_alive, python_job
 from tests.support.users import submit_as, trainq_as
 from tests.support.waiting import wait_for
+from trainqd.attempts.nodes import node_address
 from trainqd.monitor import netns
 
 pytestmark = pytest.mark.multiuser
@@ -218,3 +220,66 @@ def test_a_held_namespace_leaves_no_interface_on_the_host(
         holder.wait(timeout=10)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+# Alice's nodes: send datagrams to the address .200 of their own subnet, which the host
+# holds too, then try a connection there (which settles whether the host answered ARP).
+SEND_TO_THE_HOST = """
+import os, socket, sys
+target = os.environ["TRAINQ_NODE_ADDRESS"].rsplit(".", 1)[0] + ".200"
+port = int(sys.argv[1])
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def send():
+    for _ in range(3):
+        try:
+            udp.sendto(b"from a node", (target, port))
+        except OSError:
+            pass
+send()
+try:
+    socket.create_connection((target, port), timeout=5).close()
+    print("tcp connected", flush=True)
+except OSError as exc:
+    print("tcp:", exc, flush=True)
+send()
+print("done", flush=True)
+"""
+
+
+def test_a_node_cannot_send_to_the_hosts_own_address_in_its_subnet(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path
+) -> None:
+    """The host holds an address inside the nodes' subnet (a LAN's or an engine bridge's may
+    be one): it answers no ARP through the job's bridge, so no packet of a node reaches it."""
+    spec = {
+        "command": ["python3", "-c", SEND_TO_THE_HOST, "20999"],
+        "instance_count": 2,
+        "working_dir": str(shared_dir),
+        "max_retries": 0,
+    }
+    # The next job's nodes' subnet, from its id (attempts/nodes.py), held by the host first.
+    probe = submit_as(workstation, accounts.bob, {"command": ["true"]})
+    workstation.wait_state(probe["id"], timeout=30)
+    subnet = node_address(probe["id"] + 1, 0, isolated=True).rsplit(".", 1)[0]
+    dummy = f"tqd{probe['id'] % 100000}"
+    # A pair of the host's own holds the address (no dummy interfaces on every kernel).
+    subprocess.run(["ip", "link", "add", dummy, "type", "veth", "peer", f"{dummy}p"], check=True)
+    try:
+        subprocess.run(["ip", "addr", "add", f"{subnet}.200/32", "dev", dummy], check=True)
+        subprocess.run(["ip", "link", "set", dummy, "up"], check=True)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as host:
+            host.bind((f"{subnet}.200", 20999))
+            gang = submit_as(workstation, accounts.alice, spec)
+            assert gang["id"] == probe["id"] + 1
+            done = workstation.wait_state(gang["id"], timeout=60)
+            assert done["state"] == "COMPLETED", done
+            for rank in (1, 2):
+                node_log = workstation.cli("logs", str(gang["id"]), "--node", str(rank)).stdout
+                assert "done" in node_log, node_log
+                assert "tcp connected" not in node_log
+            host.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                print("the host received", host.recvfrom(100))
+    finally:
+        subprocess.run(["ip", "link", "del", dummy], check=False)
+    assert trainq_as(workstation, accounts.bob, "ls").returncode == 0  # trainqd serves on

@@ -1,7 +1,8 @@
 """The network of a job of several nodes under a root trainqd: each node in a network
 namespace of its own, joined to a bridge of the attempt's own (iproute2's `ip`).
 
-    gang monitor (root, the host's namespace)   ip link add <bridge> type bridge; no IPv6; up
+    gang monitor (root, the host's namespace)   ip link add <bridge> type bridge; no IPv6,
+                                                    no ARP answered; up
     node monitor (root, before anything else)   unshare(CLONE_NEWNET); "ready" to the gang
     gang monitor                                ip link add <veth> type veth peer name eth0
                                                     netns <node monitor's pid>; no IPv6
@@ -15,6 +16,7 @@ reach nothing but each other. No address means IPv6's link-local ones too: the k
 every interface that comes up one, which any user can work out from the bridge's table of
 the nodes' MACs, so IPv6 is off on the host's ends (the bridge, each pair's end on it)
 before they come up; the nodes keep theirs, and reach each other by it across the bridge.
+Nor does the host answer ARP through the bridge, which it would for any address of its own.
 Every node has its own addresses and ports: each may bind the same port, on every address.
 A node's end of its pair vanishes with its namespace; the bridge is the gang's to remove (or
 trainqd's, after a gang that vanished: leftovers.py).
@@ -74,15 +76,26 @@ def _ip(*lines: list[str], force: bool = False) -> str | None:
 def _without_ipv6(interface: str) -> str | None:
     """IPv6 off on one of the host's interfaces, before it is up (so it never gets its
     link-local address); a host without IPv6 has nothing to turn off."""
-    path = f"/proc/sys/net/ipv6/conf/{interface}/disable_ipv6"
+    if not os.path.exists("/proc/sys/net/ipv6"):
+        return None
+    return _sysctl(f"/proc/sys/net/ipv6/conf/{interface}/disable_ipv6", "1")
+
+
+def _answering_no_arp(bridge: str) -> str | None:
+    """The host answers no ARP request that comes through the bridge (arp_ignore 8): by
+    default it answers for every address of its own on any interface, so a node whose
+    subnet holds one of the host's addresses (a LAN's, an engine's bridge's) could send it
+    packets."""
+    return _sysctl(f"/proc/sys/net/ipv4/conf/{bridge}/arp_ignore", "8")
+
+
+def _sysctl(path: str, value: str) -> str | None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None if not os.path.exists("/proc/sys/net/ipv6") else f"no {path}"
     except OSError as exc:
         return f"{path}: {exc.strerror}"
     try:
-        os.write(fd, b"1")
+        os.write(fd, value.encode())
     except OSError as exc:
         return f"{path}: {exc.strerror}"
     finally:
@@ -95,6 +108,7 @@ def make_bridge(bridge: str) -> str | None:
     return (
         _ip(["link", "add", "name", bridge, "type", "bridge"])
         or _without_ipv6(bridge)
+        or _answering_no_arp(bridge)
         or _ip(["link", "set", bridge, "up"])
     )
 
