@@ -42,6 +42,7 @@ def identifying_job(daemon: Daemon, accounts: Accounts, shared_dir: Path) -> tup
         "channels": {f"{marker}ch": {"source": str(data)}},
         "hyperparameters": {f"{marker}_hp": "1"},
         "environment": {f"{marker.upper()}_ENV": "1"},
+        "metric_definitions": [{"name": f"{marker}_f1", "regex": f"{marker} f1=([0-9.]+)"}],
     }
     job = submit_as(daemon, accounts.alice, spec)
     assert daemon.wait_state(job["id"])["state"] == "COMPLETED"

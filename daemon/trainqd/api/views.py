@@ -102,6 +102,9 @@ def visible_spec(spec: JobSpec, reveal: Sight) -> JobSpec:
                 "channels": {},
                 "notify": None if spec.notify is None else [HIDDEN],
                 "source_dir": None if spec.source_dir is None else HIDDEN,
+                # Their names and patterns say what it computes; its metrics are the
+                # owner's anyway.
+                "metric_definitions": [],
             }
         )
     grouped = any(group.environment for group in spec.instance_groups)
