@@ -23,7 +23,8 @@ from trainq.context import Context
 from trainq.core.errors import InvalidRequest
 from trainq.core.states import TERMINAL
 from trainq.humanize import health_line, pretty_json
-from trainq.specfile import build_spec, load_spec_file, submit_flags
+from trainq.spec_flags import submit_flags
+from trainq.specfile import build_spec, load_spec_file
 from trainq.waiting import job_exit_status, report_end, wait_until_ended
 
 Command = Callable[[Context, argparse.Namespace], int]
@@ -135,7 +136,8 @@ def ls(ctx: Context, args: argparse.Namespace) -> int:
         hint = "" if everything else " (`trainq ls --all` lists ended ones too)"
         ctx.say(f"no jobs{hint}")
         return 0
-    from trainq.render import job_table, options_for  # noqa: PLC0415 (rich: ~90 ms)
+    from trainq.job_tables import job_table  # noqa: PLC0415 (rich: ~90 ms)
+    from trainq.render import options_for  # noqa: PLC0415
 
     ctx.print(job_table(jobs, options_for(ctx.stdout, ctx.environ, ctx.now()), wide=args.wide))
     if body.get("next"):
@@ -152,7 +154,8 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     if args.json:
         ctx.print(pretty_json(job))
         return 0
-    from trainq.render import job_detail, options_for  # noqa: PLC0415 (rich)
+    from trainq.job_detail import job_detail  # noqa: PLC0415 (rich)
+    from trainq.render import options_for  # noqa: PLC0415
 
     opts = options_for(ctx.stdout, ctx.environ, ctx.now())
     ctx.print(job_detail(job, opts, all_fields=getattr(args, "all_fields", True)))
@@ -179,7 +182,8 @@ def gpus(ctx: Context, args: argparse.Namespace) -> int:
     if args.json:
         ctx.print(pretty_json(body))
         return 0
-    from trainq.render import gpu_table, options_for  # noqa: PLC0415 (rich)
+    from trainq.job_tables import gpu_table  # noqa: PLC0415 (rich)
+    from trainq.render import options_for  # noqa: PLC0415
 
     ctx.print(gpu_table(body, options_for(ctx.stdout, ctx.environ, ctx.now())))
     return 0

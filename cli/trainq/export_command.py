@@ -5,9 +5,9 @@ builds it) or from an existing job (`trainq export JOB`, its spec as trainqd hol
 translation is `trainq.core.export`'s; this module gathers the inputs, prints the artifact
 or writes it (`-o FILE`), and turns a refusal into one line and exit status 2.
 
-Its flags are `trainq.cli`'s (the spec's are `trainq.specfile.SPEC_FLAGS`, as for submit);
-`export` is the command itself (`Context`, parsed arguments) and `run_export` the same for
-callers that gather the options otherwise.
+Its flags are `trainq.flags.export`'s (the spec's are `trainq.spec_flags.SPEC_FLAGS`, as
+for submit); `export` is the command itself (`Context`, parsed arguments) and `run_export`
+the same for callers that gather the options otherwise.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from trainq.client.specs import spec_of
 from trainq.core.errors import InvalidRequest, InvalidSpec
 from trainq.core.export.common import TARGETS
-from trainq.specfile import SubmitFlags, build_spec, load_spec_file, parse_job_id, submit_flags
+from trainq.flag_values import parse_job_id
+from trainq.spec_flags import SubmitFlags, submit_flags
+from trainq.specfile import build_spec, load_spec_file
 
 if TYPE_CHECKING:  # pydantic is imported when the command runs, not when it is registered
     from trainq.context import Context
     from trainq.core.spec import JobSpec
 
 
-# A NamedTuple, not a dataclass: a dataclass costs start-up time (see trainq.specfile).
+# A NamedTuple, not a dataclass: a dataclass costs start-up time (see trainq.flag_values).
 class ExportRequest(NamedTuple):
     """Everything `trainq export` is told."""
 

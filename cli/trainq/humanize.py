@@ -2,7 +2,7 @@
 
 Plain string functions over plain dicts, with no rich and no pydantic, so the commands on
 the fast path (`submit --wait`, `wait`, `health`) can use them for free; the tables and the
-`show` view that are built from them are in `trainq.render`.
+`show` view that are built from them are in `trainq.job_tables` and `trainq.job_detail`.
 """
 
 from __future__ import annotations

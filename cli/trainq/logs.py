@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from trainq.specfile import parse_seconds
+from trainq.flag_values import parse_seconds
 
 if TYPE_CHECKING:
     import argparse

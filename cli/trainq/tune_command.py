@@ -12,7 +12,8 @@ from trainq.context import Context
 from trainq.core.errors import InvalidSpec, TrainqError
 from trainq.humanize import pretty_json
 from trainq.metric_lines import number, sparkline, step_text
-from trainq.specfile import SubmitFlags, build_spec, load_spec_file
+from trainq.spec_flags import SubmitFlags
+from trainq.specfile import build_spec, load_spec_file
 
 CURVES = 10  # trials whose curves `show` draws
 PLOTTED = 100  # trials whose curves --plot draws

@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--socket", type=Path, help="unix socket to serve the API on")
     parser.add_argument("--state-dir", type=Path, help="where jobs and the database live")
     parser.add_argument("--gpus", help="auto | nvml | none | fake:N | fake:/file.json")
-    parser.add_argument("--cpu-slots", type=int, help="concurrent jobs that use no GPU")
+    parser.add_argument("--cpu-slots", type=int, help="concurrent nodes that use no GPU")
     parser.add_argument("--config", type=Path, help="configuration file (TOML)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--version", action="version", version=f"trainqd {__version__}")

@@ -24,6 +24,11 @@ the owner's, `attempts/` is trainqd's). trainqd keeps the history, decides retri
 writes the stop order before it signals the step; the trainer's output stays in the attempt
 directory, where `trainq logs` reads it.
 
+A job of several nodes runs each attempt as one `srun` step of one task per node, each
+`--node RANK` (backends/slurm_nodes.py), and writes the gang's exit record from its nodes'.
+A node's own task exits 0 unless the node failed by itself, so that only a failure makes
+srun end the other nodes.
+
 Exit status: the last attempt's exit status (128 + N for a death by signal N), 143 when it
 was stopped, 1 when it could not start, 2 for an unusable spec.
 """
@@ -39,9 +44,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TextIO
 
+from trainq.core.nodes import is_gang
 from trainq.core.outcomes import Ending, Outcome
 from trainq.core.spec import JobSpec, parse_spec
 from trainq.core.states import JobState
@@ -50,6 +57,7 @@ from trainqd.attempts.contract import Assignment
 from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, LaunchSettings, build_launch, look_up, stop_grace
 from trainqd.attempts.launch import write_env_file as write_engine_env_file
+from trainqd.backends import slurm_nodes
 from trainqd.monitor import supervise
 from trainqd.monitor.records import (
     EXIT_RECORD,
@@ -58,6 +66,7 @@ from trainqd.monitor.records import (
     StopOrder,
     parse_exit_record,
     read_json,
+    write_exit_record,
     write_record,
 )
 from trainqd.scheduling.retry import RetryPolicy
@@ -82,8 +91,14 @@ class Run:
         job_id: int,
         settings: LaunchSettings,
         trainqd_attempt: int | None = None,
+        *,
+        node: int | None = None,
+        copy_output: bool = False,
+        spec_file: Path | None = None,
     ):
         self.spec = spec
+        self.node = node  # this task is the node of this rank, in attempt trainqd_attempt
+        self.copy_output = copy_output
         self.trainqd_attempt = trainqd_attempt
         self.job_dir = job_dir
         self.job_id = job_id
@@ -92,14 +107,21 @@ class Run:
         self.account = identity.account(os.getuid())
         self.began = time.monotonic()
         self.stop_signals = 0
-        self.monitor_pid: int | None = None
+        self.monitor_pid: int | None = None  # or srun's, for a step of several nodes
+        self.step = False
         self.stop_file: Path | None = None
+        self.spec_file = spec_file  # what a step of several nodes gives its tasks
+        self.engine = settings.default_engine or "podman"
 
     # -- the attempts ---------------------------------------------------------------------
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
+        if self.node is not None:
+            assert self.trainqd_attempt is not None
+            ended = self._attempt(self.trainqd_attempt, [])
+            return 1 if slurm_nodes.ended_by_itself(ended) else 0
         if self.trainqd_attempt is not None:
             return exit_status(self._attempt(self.trainqd_attempt, []))
         (self.job_dir / "attempts").mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -133,9 +155,15 @@ class Run:
             attempt_dir=self.job_dir / "attempts" / str(number),
             stop_file=self.job_dir / "attempts" / f"{number}.stop",
         )
-        if self.trainqd_attempt is None:  # else trainqd made it, for the owner
+        gang = is_gang(self.spec)
+        if self.trainqd_attempt is None:  # else trainqd (or the batch step) made it
             paths.attempt_dir.mkdir(mode=0o700)
+            if gang:
+                slurm_nodes.prepare(self.job_dir, paths.attempt_dir, self.spec)
         job = self._job_row(number, history)
+        self.stop_file = paths.stop_file
+        if gang and self.node is None:
+            return self._gang_attempt(number, paths)
         at = Attempt(
             job=job,
             number=number,
@@ -145,10 +173,18 @@ class Run:
             settings=self.settings,
             host=look_up(job, self.settings),
         )
-        built = build_launch(at, time.time())
+        if self.node is None:
+            built = build_launch(at, time.time())
+        else:
+            try:
+                peers = slurm_nodes.peer_addresses(os.environ)
+                built = slurm_nodes.node_launch(at, self.node, peers, time.time())
+            except slurm_nodes.NoPeers as exc:
+                say(f"node {self.node} cannot start: {exc}")
+                return Ending(Outcome.START_FAILED, reason=str(exc))
+            paths = replace(paths, attempt_dir=Path(built.launch.attempt_dir))
         if built.env_file is not None:
             write_engine_env_file(*built.env_file)
-        self.stop_file = paths.stop_file
         say(f"attempt {number}: {paths.attempt_dir}")
         # The monitor takes its own handlers for these; until then a stop stays pending.
         signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
@@ -156,7 +192,8 @@ class Run:
         if pid == 0:
             status = 1
             try:
-                status = supervise.run(built.launch)
+                run = supervise.run if self.node is None else slurm_nodes.run_node
+                status = run(built.launch)
             finally:
                 os._exit(status)
         self.monitor_pid = pid
@@ -165,7 +202,7 @@ class Run:
             self._relay_stop()
         done = threading.Event()
         # Under trainqd the output stays where `trainq logs` reads it, not copied to Slurm's.
-        copies = self.trainqd_attempt is None
+        copies = self.trainqd_attempt is None or self.copy_output
         follower = threading.Thread(target=follow, args=(paths.attempt_dir, done), daemon=True)
         if copies:
             follower.start()
@@ -180,6 +217,37 @@ class Run:
             follower.join()
         self.monitor_pid = None
         return read_end(paths.attempt_dir, self.job_id, number)
+
+    def _gang_attempt(self, number: int, paths: AttemptPaths) -> Ending:
+        """One step of every node (slurm_nodes.py); the gang's record from theirs."""
+        assert self.spec_file is not None
+        task = [sys.executable, "-m", "trainqd.run", str(self.spec_file), "--job-dir"]
+        task += [str(self.job_dir), "--job-id", str(self.job_id), "--engine", self.engine]
+        argv = slurm_nodes.srun_argv(
+            self.spec, task, number, copy_output=self.trainqd_attempt is None
+        )
+        say(f"attempt {number}: {paths.attempt_dir}, {self.spec.node_count} nodes")
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        try:
+            pid = os.posix_spawnp(argv[0], argv, dict(os.environ), setsigmask=())
+        except OSError as exc:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+            return Ending(Outcome.START_FAILED, reason=f"cannot run srun: {exc}")
+        self.monitor_pid = pid
+        self.step = True
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+        if self.stop_signals:
+            self._relay_stop()
+        while True:
+            try:
+                os.waitpid(pid, 0)
+                break
+            except InterruptedError:  # pragma: no cover (PEP 475 retries for us)
+                continue
+        self.monitor_pid = None
+        record = slurm_nodes.gang_record(paths.attempt_dir, self.spec, self.job_id, number)
+        write_exit_record(str(paths.attempt_dir / EXIT_RECORD), record)
+        return record.ending
 
     def _job_row(self, number: int, history: list[Ending]) -> JobRow:
         account = self.account
@@ -215,9 +283,13 @@ class Run:
     def _relay_stop(self) -> None:
         """As trainqd stops an attempt: the stop order first, then SIGTERM to its monitor."""
         assert self.monitor_pid is not None
-        # trainqd writes its own stop orders, in its own directory, before it signals us.
-        if self.stop_file is not None and self.trainqd_attempt is None:
+        # trainqd (or, for a node, the batch step) writes the stop order before it signals us.
+        mine = self.trainqd_attempt is None and self.node is None
+        if self.stop_file is not None and mine:
             write_record(str(self.stop_file), StopOrder(self._grace(), self._stop_reason()))
+        if self.step:  # srun ends a step on SIGTERM: Slurm signals its tasks instead
+            slurm_nodes.stop_step(os.environ)
+            return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.monitor_pid, signal.SIGTERM)
 
@@ -312,7 +384,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--attempt", type=int, help="run only this attempt, in a job directory trainqd prepared"
     )
+    parser.add_argument(
+        "--node", type=int, help="a job of several nodes: run the node of this rank (its task)"
+    )
+    parser.add_argument(
+        "--copy-output", action="store_true", help="copy the trainer's output to ours"
+    )
     args = parser.parse_args(argv)
+    if args.node is not None and args.attempt is None:
+        parser.error("--node runs one node of an attempt: name it with --attempt")
     try:
         spec = parse_spec(json.loads(Path(args.spec).read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
@@ -325,7 +405,16 @@ def main(argv: list[str] | None = None) -> int:
         real_gpus=False,
         instance="run",
     )
-    return Run(spec, Path(args.job_dir).absolute(), job_id, settings, args.attempt).run()
+    return Run(
+        spec,
+        Path(args.job_dir).absolute(),
+        job_id,
+        settings,
+        args.attempt,
+        node=args.node,
+        copy_output=args.copy_output,
+        spec_file=Path(args.spec).absolute(),
+    ).run()
 
 
 if __name__ == "__main__":

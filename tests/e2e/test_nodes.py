@@ -60,7 +60,7 @@ def test_three_nodes_meet_by_name_and_port(daemon: Daemon) -> None:
     # Without --node: the first node's.
     assert "served total=3" in daemon.cli("logs", str(job["id"])).stdout
     shown = daemon.cli("show", str(job["id"])).stdout
-    assert "algo-3 (homogeneousCluster" in shown
+    assert any(line.split()[:2] == ["algo-3", "homogeneousCluster"] for line in shown.splitlines())
     refused = daemon.cli("logs", str(job["id"]), "--node", "4")
     assert refused.returncode != 0
     assert len(refused.stderr.strip().splitlines()) == 1

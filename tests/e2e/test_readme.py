@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import Daemon, scratch_dir, supervised
+from tests.support.paddle import paddle_venv
 from trainq.core.nodes import layout
 from trainq.core.spec import parse_spec
 
@@ -66,18 +67,27 @@ def readme_daemon() -> Iterator[Daemon]:
     flags = quick_start_daemon_flags()
     assert flags[:1] == ["--gpus"], flags  # what a machine without GPUs is told to run
     base = scratch_dir()
-    with supervised(Daemon(base, gpus=flags[1]), remove=base) as daemon:
+    # The embedded defaults, CPU slots included (one per core), as the reader's trainqd has.
+    defaults = Daemon(base, gpus=flags[1], config={"cpu_slots": None})
+    with supervised(defaults, remove=base) as daemon:
         yield daemon
 
 
-def run(script: str, daemon: Daemon, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def run(
+    script: str, daemon: Daemon, cwd: Path, *argv: str, path: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`path`: the shell's PATH, if not this process's."""
     return subprocess.run(
         [*argv, script] if argv else ["bash", "-euo", "pipefail", "-c", script],
         cwd=cwd,
-        env={**os.environ, "TRAINQ_SOCKET": str(daemon.socket)},
+        env={
+            **os.environ,
+            "TRAINQ_SOCKET": str(daemon.socket),
+            "PATH": path or os.environ["PATH"],
+        },
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         check=False,
     )
 
@@ -118,7 +128,7 @@ def test_the_python_example_runs_as_written(readme_daemon: Daemon, clone: Path) 
 
 def test_the_several_nodes_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
     text = section("Several nodes")
-    [commands] = blocks(text, "sh")
+    commands = blocks(text, "sh")[0]  # the next is PaddlePaddle's (below)
     done = run(commands, readme_daemon, clone)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "algo-1: the 2 trainers' ranks sum to 3" in done.stdout
@@ -127,3 +137,40 @@ def test_the_several_nodes_example_runs_as_written(readme_daemon: Daemon, clone:
     spec = parse_spec(tomllib.loads(spec_file))
     assert [n.group for n in layout(spec)] == ["pservers"] * 2 + ["trainers"] * 2
     assert spec.total_gpus == 4
+
+
+@pytest.fixture
+def paddle_path() -> str:
+    """A PATH whose python3 has PaddlePaddle (made before the daemon starts: a first run
+    installs it)."""
+    return f"{paddle_venv() / 'bin'}:{os.environ['PATH']}"
+
+
+def test_the_paddle_example_runs_as_written(
+    paddle_path: str, readme_daemon: Daemon, clone: Path
+) -> None:
+    """A real PaddlePaddle parameter-server job: the server and the trainers find each other
+    by the variables trainq sets alone, the trainers fit the model through the server, and
+    trainq stops the server once they are done."""
+    [commands] = blocks(section("PaddlePaddle's parameter servers"), "sh")
+    done = run(commands, readme_daemon, clone, path=paddle_path)
+    [job] = readme_daemon.get("/v1/jobs", params={"all": "true"}).json()["jobs"]
+    logs = [readme_daemon.cli("logs", str(job["id"]), "--node", str(n)).stdout for n in (1, 2, 3)]
+    assert done.returncode == 0, "\n".join([done.stderr, *logs])
+    ended = readme_daemon.job(job["id"])
+    assert ended["state"] == "COMPLETED"
+    assert [(n["name"], n["group"]) for n in ended["nodes"]] == [
+        ("algo-1", "pserver"),
+        ("algo-2", "trainer"),
+        ("algo-3", "trainer"),
+    ]
+    assert len(ended["attempts"][0]["gpus"]) == 2  # the trainers'; the server is on CPUs
+    assert "algo-1: parameter server 0 serving" in logs[0]
+    assert done.stdout.splitlines()[-1].startswith("algo-2: trainer 0 loss ")  # its `logs`
+    for rank, log in enumerate(logs[1:]):
+        found = re.search(
+            rf"^algo-{rank + 2}: trainer {rank} loss ([\d.]+) -> ([\d.]+)$", log, re.M
+        )
+        assert found, log
+        first, last = map(float, found.groups())
+        assert last < first / 4, log

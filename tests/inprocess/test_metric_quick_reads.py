@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 import pytest
 
-from trainq.core.spec import JobSpec, MetricDefinition
+from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import MetricDefinition
 from trainqd.access.identity import account
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.experiments.metric_watch import QUICK_BUDGET, MetricWatch

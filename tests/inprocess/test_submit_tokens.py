@@ -36,7 +36,7 @@ async def submit_twice_at_once(api: Api, body: Any, token: str) -> list[Any]:
     answers: list[Any] = []
 
     async def one() -> None:
-        response = await api.submit(request(body, token))
+        response = await api.submission.submit(request(body, token))
         assert isinstance(response, Response)
         assert response.status == 201
         answers.append(response.body)
@@ -51,7 +51,7 @@ async def test_one_token_sent_twice_at_once_queues_once(tmp_path: Path) -> None:
     async with running(tmp_path) as world:
         first, second = await submit_twice_at_once(world.api, {"command": ["true"]}, "t-1")
         assert first.id == second.id
-        assert world.api.commits.batches == 1  # they did arrive together
+        assert world.api.submission.commits.batches == 1  # they did arrive together
         sweep = [{"command": ["true"], "name": f"p-{n}"} for n in range(3)]
         first, second = await submit_twice_at_once(world.api, sweep, "t-2")
         # The same group and jobs; each as it is when answered (a plan may run in between).

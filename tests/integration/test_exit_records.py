@@ -65,6 +65,15 @@ def test_a_good_record_is_read() -> None:
         {"outcome": ["exited"]},
         {"reason": 5},
         {"ended_at": None},
+        # A gang's nodes: a list of at most 64 well-formed ends.
+        {"nodes": {"algo-1": "exited"}},
+        {"nodes": [{"name": "algo-1", "outcome": "exited", "restarts": 0}] * 65},
+        {"nodes": [{"name": "algo-1", "outcome": "won", "restarts": 0}]},
+        {"nodes": [{"name": "x" * 33, "outcome": "exited", "restarts": 0}]},
+        {"nodes": [{"name": "algo-1", "outcome": "exited", "restarts": -1}]},
+        {"nodes": [{"name": "algo-1", "outcome": "exited"}]},
+        {"nodes": [{"name": "algo-1", "outcome": "signaled", "signal": 99, "restarts": 0}]},
+        {"nodes": ["algo-1"]},
     ],
     ids=repr,
 )

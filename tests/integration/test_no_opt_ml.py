@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.daemon import Daemon, scratch_dir, supervised
 from tests.support.monitor import NOBODY, PYTHON, attempt_of, give_to, personal_monitor, python
-from trainq.render import NO_OPT_ML_NOTE
+from trainq.job_detail import NO_OPT_ML_NOTE
 from trainqd.monitor.records import parse_exit_record
 
 pytestmark = pytest.mark.multiuser

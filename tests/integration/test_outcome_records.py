@@ -9,8 +9,9 @@ import sqlite3
 from pathlib import Path
 
 from tests.support.schema_history import downgrade
-from trainq.core.outcomes import ExitRecord, Outcome
+from trainq.core.outcomes import ExitRecord, NodeEnd, Outcome
 from trainq.core.spec import JobSpec
+from trainq.core.states import JobState
 from trainqd.api.views import attempt_record
 from trainqd.attempts.watcher import read_exit_record
 from trainqd.monitor.records import EXIT_RECORD, write_exit_record
@@ -74,3 +75,85 @@ def test_an_older_databases_outcomes_read_as_outcomes(tmp_path: Path) -> None:
     finally:
         store.close()
     assert (totals.preemptions, totals.retries) == (1, 1)
+
+
+GANG_RECORD = ExitRecord(
+    4,
+    1,
+    Outcome.EXITED,
+    100.0,
+    110.0,
+    exit_code=3,
+    reason="algo-2: failing",
+    nodes=(
+        NodeEnd("algo-1", Outcome.STOPPED),
+        NodeEnd("algo-2", Outcome.EXITED, exit_code=3, restarts=2),
+        NodeEnd("algo-3", Outcome.SIGNALED, signal=9),
+    ),
+)
+
+
+def test_a_gangs_record_keeps_each_nodes_end_beside_the_fields_older_trainqds_read(
+    tmp_path: Path,
+) -> None:
+    write_exit_record(str(tmp_path / EXIT_RECORD), GANG_RECORD)
+    raw = json.loads((tmp_path / EXIT_RECORD).read_bytes())
+    # An older trainqd reads the fields it knows, each as it always was, and no other.
+    assert {k: raw[k] for k in ("outcome", "exit_code", "signal", "reason")} == {
+        "outcome": "exited",
+        "exit_code": 3,
+        "signal": None,
+        "reason": "algo-2: failing",
+    }
+    assert raw["nodes"][1] == {
+        "name": "algo-2",
+        "outcome": "exited",
+        "exit_code": 3,
+        "signal": None,
+        "restarts": 2,
+    }
+    again = read_exit_record(tmp_path, 4, 1)
+    assert again == GANG_RECORD
+    # And a record without nodes (a job of one node, an older monitor's) has none.
+    del raw["nodes"]
+    (tmp_path / EXIT_RECORD).write_text(json.dumps(raw))
+    older = read_exit_record(tmp_path, 4, 1)
+    assert older is not None
+    assert older.nodes == ()
+
+
+def test_the_store_keeps_each_nodes_end_and_reads_older_rows_without(tmp_path: Path) -> None:
+    db = tmp_path / "trainq.db"
+    store = Store.open(db)
+    spec = JobSpec(command=["true"], instance_count=3)
+    job = store.submit(spec, OWNER, 1.0)
+    store.begin_attempt(job.id, [], [], 2.0)
+    store.end_attempt(
+        job.id,
+        1,
+        JobState.FAILED,
+        3.0,
+        GANG_RECORD.ending,
+        attempt_started=2.0,
+        attempt_ended=3.0,
+        retried=False,
+        event_reason=None,
+        nodes=GANG_RECORD.nodes,
+    )
+    store.close()
+    store = Store.open(db)
+    try:
+        (attempt,) = store.attempts([job.id])[job.id]
+        assert attempt.nodes == GANG_RECORD.nodes
+    finally:
+        store.close()
+    # A database of schema 7, from before nodes were kept: its attempts have none.
+    raw = sqlite3.connect(db)
+    downgrade(raw, 7)
+    raw.close()
+    store = Store.open(db)
+    try:
+        (attempt,) = store.attempts([job.id])[job.id]
+        assert attempt.nodes == ()
+    finally:
+        store.close()

@@ -13,7 +13,9 @@ SLURM_LOCAL = Path(__file__).resolve().parents[2] / "scripts" / "slurm-local"
 
 
 def run(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"BASE", "ACCOUNTING", "GPUS"}}
+    clean = {
+        k: v for k, v in os.environ.items() if k not in {"BASE", "ACCOUNTING", "GPUS", "NODES"}
+    }
     return subprocess.run(
         [str(SLURM_LOCAL), *argv],
         env={**clean, **env},
@@ -32,6 +34,8 @@ def run(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[s
         (("launch",), {"BASE": "base"}, "slurm-local: usage: BASE=DIR"),
         (("start",), {"BASE": "base", "ACCOUNTING": "yes"}, "ACCOUNTING is 0 or 1, not 'yes'"),
         (("start",), {"BASE": "base", "GPUS": "eight"}, "GPUS must be a whole number, not 'eight'"),
+        (("start",), {"BASE": "base", "NODES": "two"}, "NODES must be a whole number, not 'two'"),
+        (("start",), {"BASE": "base", "NODES": "0"}, "slurm-local: NODES must be at least 1"),
     ],
 )
 def test_a_bad_setting_is_refused_in_one_line_and_nothing_is_made(

@@ -31,6 +31,7 @@ TRAINERS = Path(__file__).resolve().parents[1] / "trainers"
 # interpreter may live in a directory only root can enter), and a program a job's PATH finds.
 SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 TERMINAL = {"COMPLETED", "FAILED", "STOPPED"}
+CPU_SLOTS = 8  # a daemon's, unless its test sets them (the default is the machine's cores)
 
 
 class Daemon:
@@ -49,7 +50,11 @@ class Daemon:
         self.gpus = gpus
         self.env = {**os.environ, **(env or {})}
         self.env.pop("NOTIFY_SOCKET", None)
-        lines = [f"{k} = {json.dumps(v)}" for k, v in (config or {}).items()]
+        # CPU slots enough for the tests' jobs of several CPU nodes whatever the cores.
+        # A None drops a key: the daemon then takes its embedded default (the README's).
+        config = {"cpu_slots": CPU_SLOTS, **(config or {})}
+        config = {k: v for k, v in config.items() if v is not None}
+        lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
         self.config_file.write_text("\n".join(lines) + "\n")
         self.proc: subprocess.Popen[bytes] | None = None
 

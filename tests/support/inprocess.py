@@ -88,9 +88,11 @@ class World:
 
 
 def config_for(tmp: Path, text: str = "") -> Any:
-    """trainqd's configuration from `text`, its state under `tmp`."""
+    """trainqd's configuration from `text`, its state under `tmp`; one CPU slot unless
+    `text` sets cpu_slots."""
     (tmp / "trainqd.toml").write_text(text)
-    return load_config(tmp / "trainqd.toml", {"state_dir": tmp / "state", "cpu_slots": 1})
+    slots = None if "cpu_slots" in text else 1
+    return load_config(tmp / "trainqd.toml", {"state_dir": tmp / "state", "cpu_slots": slots})
 
 
 @asynccontextmanager

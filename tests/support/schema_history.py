@@ -28,6 +28,7 @@ UNDO: dict[int, tuple[str, ...]] = {
         "DROP TABLE removed_totals",
     ),
     7: ("DROP TABLE tune_trials", "DROP TABLE tunes"),
+    8: ("ALTER TABLE attempts DROP COLUMN nodes",),
 }
 
 

@@ -19,7 +19,12 @@ from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SLURM_LOCAL = REPO / "scripts" / "slurm-local"
-GPUS = 2
+GPUS = 2  # on each node
+# Slurm nodes on the one host (slurm-local's NODES): partition main, the default, is the
+# first alone, as a one-node Slurm; partition NODES_PARTITION is all of them.
+NODES = 2
+NODES_PARTITION = "nodes"
+SLURM_PORTS = 5
 START_TIMEOUT = 90
 
 
@@ -51,20 +56,26 @@ class Slurm:
 
 
 def free_port_pair() -> int:
-    """A port P with P and P + 1 free (slurmctld and slurmd)."""
+    """A port P with P..P+4 free: slurmctld, the first slurmd, slurm-local's accounting
+    ports (unused here) and the second node's slurmd (P + 2 + 2)."""
     for _ in range(50):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port: int = s.getsockname()[1]
-        if port >= 65535:
+        if port + SLURM_PORTS > 65535:
             continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two free consecutive ports")
+        if all(_free(port + offset) for offset in range(1, SLURM_PORTS)):
+            return port
+    raise RuntimeError(f"no {SLURM_PORTS} free consecutive ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 POLL = 0.2  # slurm_poll_seconds: Slurm's answers are followed this often

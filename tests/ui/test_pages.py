@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser
 
-from tests.support.daemon import Daemon
+from tests.support.daemon import Daemon, python_job
 from tests.support.ui import (
     Forwarder,
     cells,
@@ -105,6 +105,23 @@ def test_a_waiting_job_of_several_nodes_shows_the_gpus_of_all_its_nodes(
     assert "GPUs\n2 (2 nodes \u00d7 1)" in job_page.locator("#spec").inner_text()
     assert page.script_errors == []  # type: ignore[attr-defined]
     assert job_page.script_errors == []  # type: ignore[attr-defined]
+
+
+def test_a_job_page_lists_its_nodes_and_how_each_ended(
+    box: Daemon, ui: Forwarder, browser: Browser
+) -> None:
+    # algo-2 exits 139 once, is restarted in place, then exits 0 (gang_node.py flaky).
+    spec = python_job("gang_node.py", "flaky", "1", "1", instance_count=2, restart="node")
+    gang = box.submit({**spec, "max_retries": 0})
+    assert box.wait_state(gang["id"], timeout=60)["state"] == "COMPLETED"
+    page = ui.open(browser, f"#/job/{gang['id']}")
+    until(lambda: page.locator("#nodes tr[data-node]").count() == 2, "the job's nodes")
+    rows = [page.locator(f"#nodes tr[data-node='algo-{i}'] td").all_inner_texts() for i in (1, 2)]
+    assert rows == [
+        ["algo-1", "homogeneousCluster", "0", "none", "exited", "0", "0"],
+        ["algo-2", "homogeneousCluster", "1", "none", "exited", "0", "1"],
+    ]
+    assert page.script_errors == []  # type: ignore[attr-defined]
 
 
 def test_the_users_page_and_a_phone_width(box: Daemon, ui: Forwarder, browser: Browser) -> None:

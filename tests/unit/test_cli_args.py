@@ -12,7 +12,8 @@ import typer
 
 from trainq import __version__, cli
 from trainq.cli import main
-from trainq.specfile import SPEC_FLAGS, ChannelFlag
+from trainq.flag_values import ChannelFlag
+from trainq.spec_flags import SPEC_FLAGS
 
 pytestmark = pytest.mark.usefixtures("cli_environment")
 

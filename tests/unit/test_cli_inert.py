@@ -16,7 +16,9 @@ import pytest
 from trainq.context import Context
 from trainq.humanize import pretty_json
 from trainq.inert import Drawn, inert, inert_data, inert_drawn
-from trainq.render import RenderOptions, gpu_table, job_detail, job_table
+from trainq.job_detail import job_detail
+from trainq.job_tables import gpu_table, job_table
+from trainq.render import RenderOptions
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 # Clear the screen, write the clipboard (OSC 52), a C1 CSI, a right-to-left override and

@@ -12,9 +12,18 @@ from typing import Any
 
 import pytest
 
-from trainq import render
-from trainq.core.spec import ChannelSpec, JobSpec
-from trainq.core.wire import AttemptRecord, GpuList, GpuRecord, HealthRecord, JobRecord, Owner
+from trainq import job_tables
+from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import ChannelSpec
+from trainq.core.wire import (
+    AttemptRecord,
+    GpuList,
+    GpuRecord,
+    HealthRecord,
+    JobRecord,
+    NodeRecord,
+    Owner,
+)
 from trainq.humanize import (
     end_summary,
     exit_cell,
@@ -26,7 +35,9 @@ from trainq.humanize import (
     job_reason,
     shorten,
 )
-from trainq.render import RenderOptions, gpu_table, job_detail, job_table, options_for
+from trainq.job_detail import job_detail
+from trainq.job_tables import gpu_table, job_table
+from trainq.render import RenderOptions, options_for
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 PIPED = RenderOptions(now=NOW, tz=UTC)
@@ -222,7 +233,7 @@ def test_ls_piped_is_laid_out_as_rich_lays_it_out(
     jobs = [*some_jobs(), job(id=100, name="a-much-longer-name-than-the-rest", priority=-20)]
     plain = job_table(jobs, PIPED, wide=wide)
     wide_chars = job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
-    monkeypatch.setattr(render, "_plain_table", lambda *_: None)  # rich draws everything
+    monkeypatch.setattr(job_tables, "plain_table", lambda *_: None)  # rich draws everything
     assert plain == job_table(jobs, PIPED, wide=wide)
     # a name that is not plain ASCII was drawn by rich (two columns a character)
     assert wide_chars == job_table([job(name="\u5b66\u7fd2-run")], PIPED, wide=wide)
@@ -283,8 +294,9 @@ def test_show_has_every_field_of_the_record() -> None:
     record["added_later"] = {"x": 1}
     out = job_detail(record, PIPED)
     labels = {line.split()[0] for line in out.splitlines() if line and not line.startswith(" ")}
-    # A time limit's end shows in the state (TIMEOUT), not as a line of its own.
-    assert set(record) - {"id", "name", "spec", "attempts", "timed_out"} <= labels
+    # A time limit's end shows in the state (TIMEOUT), not as a line of its own; a job of
+    # several nodes' nodes are a table of their own.
+    assert set(record) - {"id", "name", "spec", "attempts", "timed_out", "nodes"} <= labels
     assert set(record["spec"]) - {"hyperparameters", "environment", "channels"} <= labels
     for text in (
         "Job 12  resnet-a",
@@ -437,3 +449,31 @@ def test_a_sweeps_jobs_show_their_point_and_wide_their_group() -> None:
     assert "GROUP" in wide[0]
     assert " 20 " in wide[1]
     assert "SWEEP POINT" not in job_table([alone], PIPED)
+
+
+def test_show_lists_each_node_and_how_it_ended() -> None:
+    root = "/var/lib/trainq/jobs/12/nodes"
+    nodes = [
+        NodeRecord(name="algo-1", rank=0, group="pservers", job_dir=f"{root}/algo-1",
+                   attempt=1, outcome="stopped", restarts=0),
+        NodeRecord(name="algo-2", rank=1, group="trainers", gpus=[0, 1],
+                   job_dir=f"{root}/algo-2", attempt=1, outcome="signaled", signal=9,
+                   signal_name="SIGKILL", restarts=5),
+    ]  # fmt: skip
+    ended = job_detail(job(state="FAILED", nodes=nodes), PIPED).split("Nodes\n", 1)[1]
+    lines = ended.splitlines()
+    assert lines[0].split() == [
+        "NODE", "GROUP", "RANK", "GPUS", "STATE", "EXIT", "RESTARTS", "ML", "ROOT",
+    ]  # fmt: skip
+    assert lines[1].split() == [
+        "algo-1", "pservers", "0", "-", "stopped", "-", "0", f"{root}/algo-1",
+    ]  # fmt: skip
+    assert lines[2].split() == [
+        "algo-2", "trainers", "1", "0,1", "signaled", "SIGKILL", "(9)", "5", f"{root}/algo-2",
+    ]  # fmt: skip
+    # While the attempt runs, its nodes have no end yet.
+    live = [n.model_copy(update={"outcome": None, "restarts": None}) for n in nodes]
+    running = job_detail(job(nodes=live), PIPED).split("Nodes\n", 1)[1].splitlines()
+    assert running[1].split()[4:7] == ["running", "-", "-"]
+    # A job of one node has no such table.
+    assert "Nodes\n" not in job_detail(job(), PIPED)

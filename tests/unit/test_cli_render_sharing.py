@@ -1,4 +1,4 @@
-"""How `trainq gpus` and `trainq health` show drains (trainq.render, trainq.humanize)."""
+"""How `trainq gpus` and `trainq health` show drains (trainq.job_tables, trainq.humanize)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from trainq.core.wire import DrainRecord, GpuList, GpuRecord, HealthRecord
 from trainq.humanize import health_line
-from trainq.render import RenderOptions, gpu_table
+from trainq.job_tables import gpu_table
+from trainq.render import RenderOptions
 
 NOW = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 PIPED = RenderOptions(now=NOW, tz=UTC)

@@ -125,8 +125,28 @@ def test_what_kubernetes_cannot_say_is_refused(fields: dict[str, Any], where: st
     assert where in str(caught.value)
 
 
-def test_slurm_refuses_several_nodes_in_one_line() -> None:
-    job = parse_spec({"command": ["python3", "train.py"], "instance_count": 2})
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"instance_count": 2, "restart": "node"}, "restart"),
+        (
+            {
+                "instance_groups": [
+                    {"name": "ps", "instance_count": 1, "primary": False},
+                    {"name": "worker", "instance_count": 2, "primary": True},
+                ]
+            },
+            "instance_groups.primary",
+        ),
+        ({"instance_count": 2, "image": IMAGE, "command": None}, "image"),
+    ],
+)
+def test_what_a_slurm_step_cannot_run_is_refused_in_one_line(
+    fields: dict[str, Any], where: str
+) -> None:
+    job = parse_spec({"command": ["python3", "train.py"], **fields})
     with pytest.raises(Unsupported) as caught:
         slurm.batch_script(job, python="python3")
-    assert "instance_count" in str(caught.value)
+    said = str(caught.value)
+    assert said.startswith(f"cannot export to slurm: {where}: ")
+    assert "\n" not in said

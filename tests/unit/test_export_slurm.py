@@ -73,3 +73,38 @@ def test_dependencies_become_one_dependency_directive_with_slurms_conditions() -
 def test_a_group_dependency_is_refused_for_slurm() -> None:
     with pytest.raises(Unsupported, match="Slurm has no groups of jobs"):
         slurm.batch_script(spec(after=["group:12"]), python="python3")
+
+
+def test_a_job_of_several_nodes_asks_one_task_on_each_with_its_gpus() -> None:
+    script = slurm.batch_script(spec(instance_count=3, gpus=2), python="python3")
+    found = directives(script)
+    assert found[1:3] == ["--nodes=3", "--ntasks-per-node=1"]
+    assert "--ntasks=1" not in found
+    assert "--gres=gpu:2" in found  # per node
+    assert slurm.notes(spec(instance_count=3, gpus=2)) == []
+    # The step is trainqd.run, as for a job of one node; it starts every node itself.
+    assert script.splitlines()[-1].startswith("exec python3 -m trainqd.run ")
+
+
+def test_instance_groups_get_the_gpus_of_their_largest_node_with_a_note() -> None:
+    job = parse_spec(
+        {
+            "command": ["python3", "train.py"],
+            "instance_groups": [
+                {"name": "pservers", "instance_count": 1, "gpus": 0},
+                {"name": "trainers", "instance_count": 2, "gpus": 4},
+            ],
+        }
+    )
+    found = directives(slurm.batch_script(job, python="python3"))
+    assert "--nodes=3" in found
+    assert "--gres=gpu:4" in found
+    assert slurm.notes(job) == [
+        "every node is allocated 4 GPUs, the most any of its groups asks; "
+        "a node of a group that asks fewer leaves the rest idle"
+    ]
+
+
+def test_a_job_of_one_node_is_one_task() -> None:
+    found = directives(slurm.batch_script(spec(gpus=1), python="python3"))
+    assert found[1:3] == ["--nodes=1", "--ntasks=1"]

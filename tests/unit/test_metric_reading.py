@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from trainq.core.spec import JobSpec, MetricDefinition
+from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import MetricDefinition
 from trainqd.experiments.metric_reading import MAX_LINE, AttemptReader, patterns
 from trainqd.experiments.metric_series import MAX_POINTS, MAX_SERIES, AttemptMetrics, Series
 

@@ -103,9 +103,44 @@ def test_each_node_knows_its_place() -> None:
     assert node_address(1, 0) != node_address(2, 0)
 
 
-def test_the_slurm_back_end_refuses_several_nodes_in_one_line() -> None:
+def test_a_parameter_server_job_tells_paddle_servers_from_trainers() -> None:
+    """The groups marked primary are Paddle's trainers, the others its servers: what
+    PaddleCloudRoleMaker reads for each (tests/e2e/test_readme.py runs Paddle on it)."""
+    groups = [
+        {"name": "trainers", "instance_count": 2, "gpus": 1, "primary": True},
+        {"name": "pservers", "instance_count": 2},
+    ]
+    nodes = layout(parse_spec({"command": ["x"], "instance_groups": groups}))
+    envs = [node_environment(300, n, nodes, primary_groups={"trainers"}) for n in nodes]
+    port = envs[0]["PADDLE_PORT"]
+    for env in envs:
+        assert env["PADDLE_TRAINER_ENDPOINTS"] == f"127.2.44.1:{port},127.2.44.2:{port}"
+        assert env["PADDLE_PSERVERS_IP_PORT_LIST"] == f"127.2.44.3:{port},127.2.44.4:{port}"
+        assert env["PADDLE_TRAINERS_NUM"] == "2"
+        # The first server keeps the trainers' barrier.
+        assert env["PADDLE_GLOO_HTTP_ENDPOINT"] == f"127.2.44.3:{master_port(300)}"
+        assert env["PADDLE_PORT"] == port
+    assert [e["TRAINING_ROLE"] for e in envs] == ["TRAINER"] * 2 + ["PSERVER"] * 2
+    assert [e.get("PADDLE_TRAINER_ID") for e in envs] == ["0", "1", None, None]
+    assert envs[3]["POD_IP"] == "127.2.44.4"
+    assert envs[3]["PADDLE_CURRENT_ENDPOINT"] == f"127.2.44.4:{port}"
+
+
+def test_without_primary_groups_every_node_is_trainer_and_server() -> None:
+    """Paddle's guide's layout, the role left to the node's processes."""
+    groups = [{"name": "a", "instance_count": 1}, {"name": "b", "instance_count": 1}]
+    nodes = layout(parse_spec({"command": ["x"], "instance_groups": groups}))
+    env = node_environment(300, nodes[1], nodes)
+    assert "TRAINING_ROLE" not in env
+    assert env["PADDLE_TRAINER_ID"] == "1"
+    assert env["PADDLE_TRAINER_ENDPOINTS"] == env["PADDLE_PSERVERS_IP_PORT_LIST"]
+
+
+def test_the_slurm_back_end_refuses_what_a_slurm_step_cannot_run_in_one_line() -> None:
     host = HostFacts(gpu_backend="slurm", gpu_count=0, default_engine=None)
     check_nodes(parse_spec({"command": ["x"]}), host)  # one node: as always
+    check_nodes(parse_spec({"command": ["x"], "instance_count": 2}), host)  # a Slurm step
     with pytest.raises(InvalidSpec) as caught:
-        check_nodes(parse_spec({"command": ["x"], "instance_count": 2}), host)
-    assert str(caught.value) == "the Slurm back end runs jobs of one node: set instance_count = 1"
+        check_nodes(parse_spec({"command": ["x"], "instance_count": 2, "restart": "node"}), host)
+    assert str(caught.value).startswith("the Slurm back end cannot run it: restart: ")
+    assert "\n" not in str(caught.value)

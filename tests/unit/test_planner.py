@@ -10,7 +10,7 @@ from datetime import datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainq.core.reasons import render
+from trainq.core.reasons import Wait, render
 from trainqd.gpus.fake import server_distances
 from trainqd.planning.planner import (
     Capacity,
@@ -45,6 +45,7 @@ def queued(
     uid: int = 1000,
     limit: float | None = None,
     not_before: float | None = None,
+    cpu_nodes: int | None = None,
 ) -> QueuedJob:
     return QueuedJob(
         id=job_id,
@@ -54,14 +55,20 @@ def queued(
         gpus=gpus,
         runtime_limit=limit,
         not_before=not_before,
+        cpu_nodes=cpu_nodes,
     )
 
 
 def running(
-    job_id: int, gpus: tuple[int, ...], *, ends_in: float | None = None, uid: int = 2000
+    job_id: int,
+    gpus: tuple[int, ...],
+    *,
+    ends_in: float | None = None,
+    uid: int = 2000,
+    cpu_nodes: int | None = None,
 ) -> RunningJob:
     end = None if ends_in is None else NOW + ends_in
-    return RunningJob(id=job_id, owner_uid=uid, gpus=gpus, expected_end=end)
+    return RunningJob(id=job_id, owner_uid=uid, gpus=gpus, expected_end=end, cpu_nodes=cpu_nodes)
 
 
 def capacity(gpus: int = 8, *, blocked: tuple[int, ...] = (), cpu_slots: int = 4) -> Capacity:
@@ -133,6 +140,38 @@ def test_cpu_jobs_use_their_own_slots() -> None:
         3: "waiting for a CPU slot (all 3 in use)",
         4: "waiting for 8 GPUs (7 free)",
     }
+
+
+def test_a_job_of_several_cpu_nodes_takes_a_slot_per_node() -> None:
+    # 4 slots, 2 held by a running gang of two CPU nodes: a job of one takes the third,
+    # a gang of three waits, and keeps the free slot: a later job of one may not take it.
+    queue = [queued(1, 0), queued(2, 0, cpu_nodes=3), queued(3, 0), queued(4, 1)]
+    runs = [running(9, (), cpu_nodes=2)]
+    result = plan(queue, runs, capacity(cpu_slots=4), NO_LIMITS, NOW)
+    assert started(result) == {1: (), 4: (0,)}  # a GPU job needs no slot
+    assert said(result) == {
+        2: "waiting for 3 CPU slots (1 of 4 free)",
+        3: "CPU slots reserved for job 2",
+    }
+    # Once the running gang is gone it starts, beside a running job of one: full again.
+    result = plan(queue[1:3], [running(8, ())], capacity(cpu_slots=4), NO_LIMITS, NOW)
+    assert started(result) == {2: ()}
+    assert said(result) == {3: "waiting for a CPU slot (all 4 in use)"}
+    # A gang bigger than the host's slots (their number lowered since) keeps nothing.
+    result = plan(queue[1:3], [], capacity(cpu_slots=2), NO_LIMITS, NOW)
+    assert started(result) == {3: ()}
+
+
+def test_a_gang_of_cpu_and_gpu_nodes_takes_slots_and_gpus_together() -> None:
+    # Parameter servers on CPU slots beside GPU trainers: the gang waits for its slots
+    # (reserving no GPU meanwhile), and once it runs they count for the others.
+    gang = queued(1, 2, cpu_nodes=2)
+    result = plan([gang, queued(2, 1)], [running(9, ())], capacity(cpu_slots=2), NO_LIMITS, NOW)
+    assert started(result) == {2: (0,)}
+    assert said(result) == {1: "waiting for 2 CPU slots (1 of 2 free)"}
+    result = plan([gang, queued(2, 0)], [], capacity(cpu_slots=2), NO_LIMITS, NOW)
+    assert started(result) == {1: (0, 1)}
+    assert said(result) == {2: "waiting for a CPU slot (all 2 in use)"}
 
 
 def test_cpu_jobs_are_not_held_back_by_a_gpu_reservation() -> None:
@@ -317,7 +356,10 @@ def situations(draw: st.DrawFn) -> Situation:
     for job_number in range(4):
         held = tuple(gpu for gpu in gpus if owner[gpu] == job_number)
         if held or draw(st.booleans()):
-            runs.append(RunningJob(100 + job_number, draw(st.sampled_from(UIDS)), held, draw(ends)))
+            uid = draw(st.sampled_from(UIDS))
+            # None: a job of one node; else as many nodes without GPUs (a gang's).
+            cpu_nodes = draw(st.one_of(st.none(), st.integers(min_value=1, max_value=3)))
+            runs.append(RunningJob(100 + job_number, uid, held, draw(ends), cpu_nodes=cpu_nodes))
     queue = draw(
         st.lists(
             st.builds(
@@ -334,6 +376,7 @@ def situations(draw: st.DrawFn) -> Situation:
                 not_before=st.one_of(
                     st.none(), st.sampled_from((NOW - 1, NOW, NOW + 1, NOW + 100))
                 ),
+                cpu_nodes=st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
             ),
             max_size=10,
             unique_by=lambda job: job.id,
@@ -405,9 +448,10 @@ def test_starts_respect_cpu_slots_limits_and_backoff(situation: Situation) -> No
     result = plan(queue, runs, room, limits, NOW)
     by_id = {job.id: job for job in queue}
     jobs = [by_id[job_id] for job_id in started(result)]
-    cpu_running = sum(1 for job in runs if not job.gpus)
-    cpu_started = sum(1 for job in jobs if job.gpus == 0)
-    assert cpu_started <= max(0, room.cpu_slots - cpu_running)
+    # A slot per node without GPUs: a gang of them never crowds the host past its slots.
+    slots_running = sum(job.slots for job in runs)
+    slots_started = sum(job.slots for job in jobs)
+    assert slots_started <= max(0, room.cpu_slots - slots_running)
     assert all(job.not_before is None or job.not_before <= NOW for job in jobs)
     job_count = Counter(job.owner_uid for job in runs)
     gpu_count = Counter({uid: 0 for uid in UIDS})
@@ -446,7 +490,10 @@ def test_backfilled_jobs_never_delay_the_head(situation: Situation) -> None:
         (
             job
             for job in ordered
-            if job.gpus > 0 and said(result).get(job.id, "").startswith("waiting for")
+            # (not one of CPU and GPU nodes that waits for a CPU slot: no head, that)
+            if job.gpus > 0
+            and said(result).get(job.id, "").startswith("waiting for")
+            and result.waiting[job.id].kind != Wait.CPU_SLOT
         ),
         None,
     )
@@ -497,7 +544,7 @@ def test_a_job_that_fits_on_an_idle_machine_starts(situation: Situation) -> None
     if not eligible:
         return
     first = min(eligible, key=queue_order)
-    fits = first.gpus <= len(room.gpus) if first.gpus else room.cpu_slots > 0
+    fits = first.gpus <= len(room.gpus) and first.slots <= room.cpu_slots
     assert (first.id in started(result)) == fits
 
 

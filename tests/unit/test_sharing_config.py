@@ -130,6 +130,18 @@ def test_running_attempts_count_up_to_now_and_cpu_slots_apart() -> None:
     assert usage.names == {1: "alice", 2: "bob"}
 
 
+def test_a_job_of_several_cpu_nodes_counts_a_slot_per_node() -> None:
+    share = FairShare(1)
+    share.add(Used(1, "alice", 0, 1000.0, 1600.0, slots=4))
+    running = [Used(2, "bob", 0, 1000.0, 10**12, slots=3), Used(3, "carol", 0, 1000.0, 10**12)]
+    usage = share.usage(running, 1600.0)
+    assert usage.cpu == {
+        1: pytest.approx(4 * 600.0, rel=1e-2),
+        2: pytest.approx(3 * 600.0, rel=1e-2),
+        3: pytest.approx(600.0, rel=1e-2),
+    }
+
+
 def test_an_older_attempt_weighs_less_than_a_newer_one_of_the_same_length() -> None:
     share = FairShare(1)
     share.seed([Used(1, "old", 1, 0.0, 3600.0), Used(2, "new", 1, DAY, DAY + 3600.0)], DAY + 3600)

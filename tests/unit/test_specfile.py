@@ -9,17 +9,16 @@ import pytest
 
 from trainq.core.errors import InvalidSpec
 from trainq.core.spec import parse_spec
-from trainq.specfile import (
+from trainq.flag_values import (
     ChannelFlag,
-    SubmitFlags,
-    build_spec,
-    load_spec_file,
     parse_channel,
     parse_env,
     parse_key_value,
     parse_seconds,
     parse_whole_seconds,
 )
+from trainq.spec_flags import SubmitFlags
+from trainq.specfile import build_spec, load_spec_file
 
 ENV = {"PATH": "/opt/conda/bin:/usr/bin", "HOME": "/home/alice", "WANDB_API_KEY": "s3cret"}
 CWD = Path("/home/alice/project")

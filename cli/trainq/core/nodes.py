@@ -63,6 +63,15 @@ def is_gang(spec: JobSpec) -> bool:
     return spec.node_count > 1 or bool(spec.instance_groups)
 
 
+def cpu_nodes(spec: JobSpec) -> int:
+    """How many of the job's nodes have no GPU: each takes a CPU slot of its own (a job of
+    one node without GPUs, one). Counted from the spec alone: the planner asks it of every
+    queued job on every plan."""
+    if spec.instance_groups:
+        return sum(group.instance_count for group in spec.instance_groups if not group.gpus)
+    return 0 if spec.gpus else spec.instance_count
+
+
 def split_gpus(nodes: list[Node], gpus: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Each node's share of the job's GPUs, in order: the planner placed them close
     together, and consecutive ones go to the same node."""

@@ -47,6 +47,18 @@ class Ending:
 
 
 @dataclass(frozen=True)
+class NodeEnd:
+    """How one node of a job of several nodes ended the attempt: its last run's outcome and
+    exit status or signal, and how many runs of it came before (restart = "node")."""
+
+    name: str
+    outcome: Outcome
+    exit_code: int | None = None
+    signal: int | None = None
+    restarts: int = 0
+
+
+@dataclass(frozen=True)
 class ExitRecord:
     """An attempt's end as its monitor writes it (`<attempt dir>/exit.json`, one JSON
     object of these fields)."""
@@ -62,6 +74,9 @@ class ExitRecord:
     # A subprocess job: whether its trainer found its ml root at /opt/ml (False: only
     # through SAGEMAKER_BASE_DIR, see privileges.py). None where it does not apply.
     opt_ml: bool | None = None
+    # A job of several nodes: each node's end, in rank order. Absent from the records of a
+    # job of one node and of older monitors; older trainqds read past it.
+    nodes: tuple[NodeEnd, ...] = ()
 
     @property
     def ending(self) -> Ending:

@@ -24,7 +24,7 @@ class Wait(StrEnum):
     CPU_SLOT = "cpu_slot"  # every CPU slot is in use
     NO_CPU_SLOTS = "no_cpu_slots"  # cpu_slots = 0
     GPUS = "gpus"  # not enough free GPUs
-    RESERVED = "reserved"  # the free GPUs are kept for an earlier job
+    RESERVED = "reserved"  # the free GPUs (or CPU slots: `slots`) are kept for an earlier job
     HELD = "held"  # held by its owner or an admin until released
     PAUSED = "paused"  # held after a running attempt was paused (`trainq hold` of it)
     DRAINED = "drained"  # an admin drained the host, or too many of its GPUs
@@ -39,7 +39,7 @@ class Wait(StrEnum):
 class WaitReason:
     kind: Wait
     gpus: int | None = None  # GPUs the job needs
-    free: int | None = None  # GPUs free now (GPUS)
+    free: int | None = None  # GPUs free now (GPUS); CPU slots free now (CPU_SLOT of `slots`)
     foreign: int | None = None  # GPUs busy with processes trainq did not start (GPUS)
     host_gpus: int | None = None  # GPUs trainq manages (TOO_BIG)
     limit: int | None = None  # the per-user limit, or the number of CPU slots
@@ -49,6 +49,9 @@ class WaitReason:
     of_class: str | None = None  # the class whose per-user limit holds it (USER_*_LIMIT)
     slurm_job: int | None = None  # the Slurm job id (SLURM)
     after: str | None = None  # the first dependency not met yet, as written: "12:ok" (DEPENDENCY)
+    # CPU slots a job of several nodes needs, one per CPU node (CPU_SLOT); those a job needs
+    # that are kept for a job of several nodes before it (RESERVED)
+    slots: int | None = None
 
 
 def own_reason(
@@ -94,6 +97,8 @@ def render(reason: WaitReason) -> str:
         return f"held: max_running_jobs_per_user{of_class} ({reason.limit})"
     if k == Wait.USER_GPU_LIMIT:
         return f"held: max_gpus_per_user{of_class} ({reason.limit})"
+    if k == Wait.CPU_SLOT and reason.slots is not None and reason.slots > 1:
+        return f"waiting for {reason.slots} CPU slots ({reason.free} of {reason.limit} free)"
     if k == Wait.CPU_SLOT:
         return f"waiting for a CPU slot (all {reason.limit} in use)"
     if k == Wait.NO_CPU_SLOTS:
@@ -106,6 +111,8 @@ def render(reason: WaitReason) -> str:
         if reason.until is not None:
             why += f", expected by {clock(reason.until)}"
         return why
+    if k == Wait.RESERVED and reason.slots is not None:
+        return f"CPU slots reserved for job {reason.job_id}"
     if k == Wait.RESERVED:
         return f"reserved GPUs for job {reason.job_id}"
     if k == Wait.HELD:

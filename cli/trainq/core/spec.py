@@ -13,8 +13,6 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     StrictFloat,
@@ -26,229 +24,35 @@ from pydantic import (
 
 from trainq.core.dependencies import MAX_DEPENDENCIES
 from trainq.core.dependencies import parse as parse_dependency
-
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
-CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
-# An image reference as the engines accept it; never starting with "-" so it cannot be
-# mistaken for an engine flag.
-IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}\Z")
-
-# Variables trainq derives from the job itself; a job may not set them (docs/architecture.md).
-RESERVED_ENV = frozenset(
-    {
-        "CUDA_VISIBLE_DEVICES",
-        "NVIDIA_VISIBLE_DEVICES",
-        "CUDA_DEVICE_ORDER",
-        "TRAINING_JOB_NAME",
-        "TRAINING_JOB_ARN",
-        "SAGEMAKER_BASE_DIR",
-    }
+from trainq.core.spec_limits import (
+    CLASS_RE,
+    ENV_FILE_LINE_LIMIT,
+    MAX_ARG_BYTES,
+    MAX_COMMAND_ARGS,
+    MAX_HP_JSON,
+    MAX_HP_KEY,
+    MAX_HP_VALUE,
+    MAX_HYPERPARAMETERS,
+    MAX_INSTANCE_GROUPS,
+    MAX_NODES,
+    MAX_PATH,
+    TRANSIENT_EXIT_CODES,
 )
-RESERVED_ENV_PREFIXES = ("SM_", "TRAINQ_")
-
-# SageMaker's own limits on hyperparameters.
-MAX_HYPERPARAMETERS = 100
-MAX_HP_KEY = 256
-MAX_HP_VALUE = 2500
-# The kernel refuses to start a program with any one environment string over 128 KiB, and
-# the hyperparameters travel in SM_HPS (and twice in SM_TRAINING_ENV): their JSON is capped
-# well below. The job's own variables get a cap of their own for the same reason.
-MAX_HP_JSON = 32 * 1024
-MAX_ENV_VALUE = 64 * 1024
-MAX_ENV_TOTAL = 512 * 1024
-# A container gets the job's variables in an --env-file, which the engines read a line at a
-# time into a 64 KiB buffer; no value of them ever goes on a command line (docs/security.md).
-ENV_FILE_LINE_LIMIT = 64 * 1024 - 1
-# Budgets on a spec's lists, far above honest use: each variable is a line of an env file or
-# a string of the trainer's environment, and the kernel refuses any one argument or
-# environment string over 128 KiB (MAX_ARG_STRLEN, its NUL included). The number of channels
-# (each one a bind mount for a container job) is the administrator's (trainqd's
-# max_channels_per_job); the size of a whole spec too (max_spec_bytes).
-MAX_ENV_VARS = 1000
-MAX_PATH = 4096  # Linux's PATH_MAX, as a channel's source
-MAX_COMMAND_ARGS = 4096
-MAX_ARG_BYTES = 128 * 1024 - 1
-
-TRANSIENT_EXIT_CODES = (6, 134, 11, 139)
-# A job of several nodes (README.md, "Several nodes"): far above what one box holds.
-MAX_NODES = 64
-MAX_INSTANCE_GROUPS = 16
+from trainq.core.spec_parts import (
+    MAX_METRIC_DEFINITIONS,
+    ChannelSpec,
+    ExitStatus,
+    ImageRef,
+    InstanceGroup,
+    MetricDefinition,
+    StrictModel,
+    check_environment,
+    check_name,
+    hp_value_to_str,
+)
 
 
-def check_name(kind: str, value: str) -> str:
-    """Job and channel names become path components: no "/", no "..", nothing odd."""
-    if "/" in value or ".." in value:
-        raise ValueError(f"{kind} name {value!r} may not contain '/' or '..'")
-    if not NAME_RE.match(value):
-        raise ValueError(
-            f"{kind} name {value!r} must be 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return value
-
-
-def hp_value_to_str(value: str | bool | int | float) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
-
-
-ChannelMode = Literal["File", "Pipe", "FastFile"]
-# Numbers are numbers: "2" or true where a count is asked for is a mistake to report, not
-# to guess at. A float field takes an integer too, never a boolean or a string.
-ExitStatus = Annotated[StrictInt, Field(ge=1, le=255)]
-
-
-def _check_image(value: str) -> str:
-    if not IMAGE_RE.match(value):
-        raise ValueError(f"image {value!r} is not an image reference")
-    return value
-
-
-# A job's image, or an instance group's own.
-ImageRef = Annotated[str, AfterValidator(_check_image)]
-
-
-class ChannelSpec(_Strict):
-    """One input channel. `source` is an absolute host path: a directory or a single file."""
-
-    source: Annotated[str, Field(min_length=1, max_length=4096)]
-    mode: ChannelMode = "File"
-    content_type: Annotated[str, Field(max_length=256)] | None = None
-    record_wrapper: Literal["None", "RecordIO"] = "None"
-    compression: Literal["None", "Gzip"] = "None"
-    shuffle_seed: StrictInt | None = None
-    epochs: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
-
-    @field_validator("source")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError(f"source {value!r} must be an absolute path")
-        if "\0" in value:
-            raise ValueError("source may not contain a NUL byte")
-        return value
-
-    @model_validator(mode="after")
-    def _pipe_only_options(self) -> ChannelSpec:
-        if self.mode != "Pipe":
-            for key, default in (
-                ("record_wrapper", "None"),
-                ("compression", "None"),
-                ("shuffle_seed", None),
-                ("epochs", None),
-            ):
-                if getattr(self, key) != default:
-                    raise ValueError(f"{key} applies to Pipe mode channels only")
-        return self
-
-
-# Metric definitions (SageMaker's MetricDefinitions): regexes over the trainer's output.
-MAX_METRIC_DEFINITIONS = 16
-MAX_METRIC_REGEX = 512
-METRIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}\Z")
-
-
-def compile_metric_regex(pattern: str) -> Any:
-    """The pattern compiled by RE2 (linear time: no pattern can stall the reader of a log);
-    ValueError with one line if it does not compile or captures no value. RE2 is imported
-    here, when a spec has metrics: the CLI's start-up never validates a spec."""
-    import re2  # noqa: PLC0415
-
-    try:
-        compiled = re2.compile(pattern)
-    except re2.error as exc:
-        raise ValueError(f"metric regex {pattern!r} does not compile: {exc}") from None
-    names = {index for name, index in compiled.groupindex.items() if name == "step"}
-    if compiled.groups - len(names) < 1:
-        raise ValueError(f"metric regex {pattern!r} needs a group that captures the value")
-    return compiled
-
-
-class MetricDefinition(_Strict):
-    """One metric read from the trainer's output: each match of `regex` is a report, its
-    value the first group that is not named `step` (a group named `step` gives the step)."""
-
-    name: str
-    regex: Annotated[str, Field(min_length=1, max_length=MAX_METRIC_REGEX)]
-    # Which end is better: what `trainq show` calls the best value.
-    direction: Literal["minimize", "maximize"] = "minimize"
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not METRIC_NAME_RE.match(value):
-            raise ValueError(
-                f"metric name {value!r} must be 1-64 letters, digits, '_', '.', ':', '/' or "
-                "'-', starting with a letter or '_'"
-            )
-        return value
-
-    @field_validator("regex")
-    @classmethod
-    def _regex(cls, value: str) -> str:
-        compile_metric_regex(value)
-        return value
-
-
-def check_environment(value: dict[str, str]) -> dict[str, str]:
-    """A job's (or an instance group's) own variables: names, sizes, none of trainq's."""
-    if len(value) > MAX_ENV_VARS:
-        raise ValueError(
-            f"{len(value)} environment variables; a job may set at most {MAX_ENV_VARS}"
-        )
-    for key, text in value.items():
-        if not ENV_NAME_RE.match(key):
-            raise ValueError(f"environment variable name {key!r} is not valid")
-        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIXES):
-            raise ValueError(f"environment variable {key} is set by trainq itself")
-        if "\0" in text:
-            raise ValueError(f"environment variable {key} may not contain a NUL byte")
-        if len(text.encode()) > MAX_ENV_VALUE:
-            raise ValueError(f"environment variable {key} is longer than {MAX_ENV_VALUE} bytes")
-    total = sum(len(k) + len(v.encode()) + 2 for k, v in value.items())
-    if total > MAX_ENV_TOTAL:
-        raise ValueError(f"the environment takes {total} bytes, over {MAX_ENV_TOTAL}")
-    return value
-
-
-class InstanceGroup(_Strict):
-    """One group of a heterogeneous job (SageMaker's InstanceGroups): `instance_count` nodes
-    of `gpus` GPUs each, running the job's command (or image) unless it gives its own."""
-
-    name: str
-    instance_count: Annotated[StrictInt, Field(ge=1, le=MAX_NODES)]
-    gpus: Annotated[StrictInt, Field(ge=0, le=1024)] = 0
-    command: Annotated[list[str], Field(min_length=1, max_length=MAX_COMMAND_ARGS)] | None = None
-    image: ImageRef | None = None
-    environment: dict[str, str] = Field(default_factory=dict)
-    # restart = "node": the job completes when this group's nodes have exited 0.
-    primary: bool = False
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_name("instance group", value)
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and (not value[0] or any("\0" in arg for arg in value)):
-            raise ValueError("a group's command is a program, then its arguments, without NUL")
-        return value
-
-    @field_validator("environment")
-    @classmethod
-    def _environment(cls, value: dict[str, str]) -> dict[str, str]:
-        return check_environment(value)
-
-
-class JobSpec(_Strict):
+class JobSpec(StrictModel):
     """A training job as submitted. Exactly one of `command` and `image`."""
 
     # `class` is a Python keyword: the field is `job_class`, the key (JSON, spec files) `class`.

@@ -10,7 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
-from trainq.core.spec import MAX_HP_KEY, METRIC_NAME_RE, JobSpec
+from trainq.core.spec import JobSpec
+from trainq.core.spec_limits import MAX_HP_KEY
+from trainq.core.spec_parts import METRIC_NAME_RE
 
 MAX_TRIALS = 10_000
 MAX_PARALLEL = 64

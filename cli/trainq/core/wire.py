@@ -50,13 +50,21 @@ class AttemptRecord(_Wire):
 
 class NodeRecord(_Wire):
     """One node of a job of several nodes: its host name, rank, instance group, its share of
-    the job's GPUs (while it runs) and its ml root (its logs: `trainq logs --node`)."""
+    the job's GPUs (while it runs) and its ml root (its logs: `trainq logs --node`); and how
+    it ended the job's latest attempt (`attempt`), once that ended: as an attempt's outcome,
+    exit status or signal, and how many times it was restarted in place (restart = "node")."""
 
     name: str
     rank: int
     group: str
     gpus: list[int] = Field(default_factory=list)
     job_dir: str
+    attempt: int | None = None
+    outcome: Outcome | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    signal_name: str | None = None
+    restarts: int | None = None
 
 
 class JobRecord(_Wire):

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trainq.core.errors import Conflict, InvalidSpec
-from trainq.core.nodes import is_gang
+from trainq.core.export.slurm import gang_refusal
+from trainq.core.nodes import cpu_nodes, is_gang
 from trainq.core.spec import JobSpec
 from trainqd.access.authorization import Authorizer
 from trainqd.access.budgets import check_channels
@@ -36,6 +37,7 @@ class HostFacts:
     max_channels: int = 64  # trainqd's max_channels_per_job
     path_check_seconds: float = PATH_CHECK_TIMEOUT  # config.path_check_timeout_seconds
     mail: bool = False  # an administrator set a mail_command (`--mail`)
+    cpu_slots: int | None = None  # config.cpu_slots; None: not judged at submit
 
 
 def check_gpus(spec: JobSpec, host: HostFacts) -> None:
@@ -52,11 +54,21 @@ def check_gpus(spec: JobSpec, host: HostFacts) -> None:
 
 
 def check_nodes(spec: JobSpec, host: HostFacts) -> None:
-    """A job of several nodes runs on this host's back end (trainqd.attempts.nodes)."""
+    """A job of several nodes runs on this host's back end (trainqd.attempts.nodes), or on
+    Slurm's nodes as far as a Slurm step can run it (trainqd.backends.slurm_nodes)."""
     if not is_gang(spec):
         return
-    if host.gpu_backend == "slurm":
-        raise InvalidSpec("the Slurm back end runs jobs of one node: set instance_count = 1")
+    refused = gang_refusal(spec) if host.gpu_backend == "slurm" else None
+    if refused is not None:
+        field, why = refused
+        raise InvalidSpec(f"the Slurm back end cannot run it: {field}: {why}")
+    # On this host's back end each node without GPUs takes a CPU slot (Slurm judges its own).
+    slots = cpu_nodes(spec)
+    if host.gpu_backend != "slurm" and host.cpu_slots is not None and slots > host.cpu_slots:
+        raise InvalidSpec(
+            f"the job has {slots} nodes without GPUs, each taking a CPU slot, "
+            f"but this host has {host.cpu_slots} (cpu_slots)"
+        )
 
 
 def check_class(spec: JobSpec, uid: int, host: HostFacts, authorizer: Authorizer) -> None:

@@ -29,6 +29,7 @@ from trainq.core.errors import NotFound
 from trainq.core.states import ACTIVE, JobState
 from trainqd.api.routing import Handler, Request, Response, Route, StreamResponse
 from trainqd.gpus.base import GpuDevice
+from trainqd.planning.inputs import slots
 from trainqd.scheduling.events import ChangeNotifier
 from trainqd.scheduling.outcomes import is_preemption
 from trainqd.scheduling.sampling import Sampler
@@ -85,8 +86,8 @@ class StateCollector(Collector):
         yield GaugeMetricFamily("trainq_gpus_allocated", "GPUs held by jobs", len(holder))
         yield GaugeMetricFamily(
             "trainq_cpu_slots_allocated",
-            "CPU slots held by jobs that use no GPU",
-            sum(1 for job in active if not job.spec.total_gpus),
+            "CPU slots held by jobs' nodes that use no GPU",
+            sum(slots(job) for job in active),
         )
         yield from self._gpus(holder)
         yield from self._jobs()

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 from trainq.core.nodes import is_gang, layout, split_gpus
 from trainq.core.reasons import Wait, WaitReason, own_reason, render
-from trainq.core.spec import InstanceGroup, JobSpec
+from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import InstanceGroup
 from trainq.core.states import JobState
 from trainq.core.wire import (
     AttemptRecord,
@@ -174,7 +175,7 @@ def job_record(
         held_by=job.held_by if pending else None,
         boost=job.boost,
         timed_out=ended_by_time_limit(job),
-        nodes=node_records(job, dirs, reveal),
+        nodes=node_records(job, dirs, attempts[-1] if attempts else None, reveal),
         spec=visible_spec(job.spec, reveal),
     )
 
@@ -201,23 +202,39 @@ def _visible_groups(spec: JobSpec, reveal: Sight) -> list[InstanceGroup]:
     ]
 
 
-def node_records(job: JobRow, dirs: JobDirs, reveal: Sight = Sight.WHOLE) -> list[NodeRecord]:
-    """A job of several nodes' nodes, each with its share of the GPUs it holds now."""
+def node_records(
+    job: JobRow,
+    dirs: JobDirs,
+    latest: AttemptRow | None = None,
+    reveal: Sight = Sight.WHOLE,
+) -> list[NodeRecord]:
+    """A job of several nodes' nodes, each with its share of the GPUs it holds now and how
+    it ended the `latest` attempt, if that ended (group names as `reveal` shows them)."""
     if not is_gang(job.spec):
         return []
     nodes = layout(visible_spec(job.spec, reveal) if reveal is Sight.PRIVATE else job.spec)
     holding = job.state in (JobState.RUNNING, JobState.STOPPING) and job.gpus
     shares = split_gpus(nodes, tuple(job.gpus)) if holding else [() for _ in nodes]
-    return [
-        NodeRecord(
-            name=node.name,
-            rank=node.rank,
-            group=node.group,
-            gpus=list(share),
-            job_dir=str(dirs.node_ml_root(job.id, node.name)),
+    ends = {end.name: end for end in latest.nodes} if latest is not None else {}
+    records = []
+    for node, share in zip(nodes, shares, strict=True):
+        end = ends.get(node.name)
+        records.append(
+            NodeRecord(
+                name=node.name,
+                rank=node.rank,
+                group=node.group,
+                gpus=list(share),
+                job_dir=str(dirs.node_ml_root(job.id, node.name)),
+                attempt=None if latest is None else latest.number,
+                outcome=None if end is None else end.outcome,
+                exit_code=None if end is None else end.exit_code,
+                signal=None if end is None else end.signal,
+                signal_name=None if end is None or end.signal is None else signal_name(end.signal),
+                restarts=None if end is None else end.restarts,
+            )
         )
-        for node, share in zip(nodes, shares, strict=True)
-    ]
+    return records
 
 
 def event_record(row: EventRow) -> EventRecord:

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from trainq.core import spec
+from trainq.core import spec_limits
 from trainq.core.errors import InvalidSpec
 from trainqd.attempts.contract import CURRENT_HOST
 
@@ -43,7 +43,7 @@ EngineName = Literal["docker", "podman"]
 CONTAINER_PREFIX = "trainq"
 # The engines read --env-file with Go's bufio.Scanner, whose buffer holds 64 KiB: a longer
 # line fails the whole run ("token too long"). The spec holds a job's own variables to it.
-ENV_FILE_LINE_LIMIT = spec.ENV_FILE_LINE_LIMIT
+ENV_FILE_LINE_LIMIT = spec_limits.ENV_FILE_LINE_LIMIT
 
 
 @dataclass(frozen=True)

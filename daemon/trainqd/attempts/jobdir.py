@@ -13,6 +13,8 @@
                                          the owner (the only place a later trainqd takes it)
     <state>/jobs/<id>/attempts/<n>.slurm  the Slurm job trainqd handed that attempt to
                                          (backend = "slurm"; a later trainqd follows it)
+    <state>/jobs/<id>/attempts/<n>.loopback  the loopback block a personal trainqd gave that
+                                         attempt of a job of several nodes (loopback.py)
 A job of several nodes (trainqd.attempts.nodes) has, besides, one ml root per node and one
 directory per node in each attempt; its attempt directory is root's (its monitor is):
     <state>/jobs/<id>/nodes/             trainqd's (0755)
@@ -84,6 +86,9 @@ class JobDirs:
 
     def slurm_record_file(self, job_id: int, number: int) -> Path:
         return self.job_dir(job_id) / "attempts" / f"{number}.slurm"
+
+    def loopback_file(self, job_id: int, number: int) -> Path:
+        return self.job_dir(job_id) / "attempts" / f"{number}.loopback"
 
     def ensure_root(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o755)

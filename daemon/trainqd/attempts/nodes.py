@@ -9,12 +9,14 @@ and the variables distributed frameworks look for. Every host name resolves to i
 address in every node's view (privileges.py binds the hosts file). Under a root trainqd each
 node has a network namespace of its own on a bridge of the attempt's (monitor/netns.py),
 where it is 10.A.B.<rank + 1>; elsewhere the nodes share the host's network, each on a
-loopback address of the job's own, 127.A.B.<rank + 1>, which it can bind without the others
-taking its port (but which any process of the host can reach).
+loopback address of the attempt's block (loopback.py: no two running jobs share one),
+127.A.B.<rank + 1>, which it can bind without the others taking its port (but which any
+process of the host can reach).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,41 +26,45 @@ from trainqd.attempts.contract import Assignment
 from trainqd.attempts.engine import container_name
 from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, BuiltLaunch, NodePlace, build_launch
+from trainqd.attempts.loopback import BLOCKS
+from trainqd.attempts.paddle_env import paddle_environment
 from trainqd.monitor import netns
 
-# Ports a job's nodes meet on, one pair per job (its id's): two jobs on the loopback
-# addresses never share an address, and their masters, which often listen on every address,
-# do not share a port either unless their ids are 10,000 apart.
+# Ports a job's nodes meet on, one pair per block: two jobs on the loopback addresses never
+# share a block (loopback.py), so neither an address nor, for their masters, which often
+# listen on every address, a port.
 PORT_BASE = 20000
-PORT_SPAN = 20000
 
 
-def node_address(job_id: int, rank: int, isolated: bool = False) -> str:
-    """`isolated`: in a network namespace of the node's own (a root trainqd)."""
-    block = job_id % (254 * 256)
+def node_address(block: int, rank: int, isolated: bool = False) -> str:
+    """`isolated`: in a network namespace of the node's own (a root trainqd). `block`: the
+    attempt's loopback block, or the job's id where the nodes have a network of their own."""
+    block %= BLOCKS
     return f"{10 if isolated else 127}.{1 + block // 256}.{block % 256}.{rank + 1}"
 
 
-def master_port(job_id: int) -> int:
-    return PORT_BASE + (job_id * 2) % PORT_SPAN
+def master_port(block: int) -> int:
+    return PORT_BASE + 2 * (block % BLOCKS)
 
 
 def node_environment(
-    job_id: int,
+    block: int,
     node: Node,
     nodes: list[Node],
     isolated: bool = False,
     peers: dict[str, str] | None = None,
+    *,
+    primary_groups: Collection[str] = (),
 ) -> dict[str, str]:
     """What torchrun, Paddle and trainq's own name a node's place in the gang with;
-    `peers`: each node's address (container nodes: their host names, which the engine's
-    DNS resolves)."""
-    port = master_port(job_id)
+    `block`: as node_address's; `peers`: each node's address (container nodes: their host
+    names, which the engine's DNS resolves); `primary_groups`: the groups marked primary
+    (Paddle's trainers)."""
+    port = master_port(block)
     paddle_port = port + 1
     if peers is None:
-        peers = {n.name: node_address(job_id, n.rank, isolated) for n in nodes}
+        peers = {n.name: node_address(block, n.rank, isolated) for n in nodes}
     addresses = [peers[n.name] for n in nodes]
-    endpoints = ",".join(f"{address}:{paddle_port}" for address in addresses)
     rank, size = str(node.rank), str(len(nodes))
     return {
         "TRAINQ_NODE_RANK": rank,
@@ -75,27 +81,27 @@ def node_environment(
         "LOCAL_WORLD_SIZE": "1",
         "MASTER_ADDR": addresses[0],
         "MASTER_PORT": str(port),
-        # PaddlePaddle's: every node a trainer and a parameter server, as its guide lays out.
-        "PADDLE_TRAINER_ID": rank,
-        "PADDLE_TRAINERS_NUM": size,
-        "PADDLE_PORT": str(paddle_port),
-        "POD_IP": addresses[node.rank],
-        "PADDLE_CURRENT_ENDPOINT": f"{addresses[node.rank]}:{paddle_port}",
-        "PADDLE_TRAINER_ENDPOINTS": endpoints,
-        "PADDLE_PSERVERS_IP_PORT_LIST": endpoints,
+        # PaddlePaddle's (paddle_env.py); its trainers' barrier on the port torchrun's
+        # master would have, which a parameter-server job leaves free.
+        **paddle_environment(
+            node, nodes, addresses, paddle_port, barrier_port=port, primary_groups=primary_groups
+        ),
     }
 
 
-def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLaunch:
+def build_gang(
+    at: Attempt, now: float, node_roots: dict[str, Path], block: int | None = None
+) -> BuiltLaunch:
     """The gang's launch: itself in the job's ml root and attempt directory, running no
-    trainer, and a launch per node. `node_roots`: each node's ml root (jobdir.py)."""
+    trainer, and a launch per node. `node_roots`: each node's ml root (jobdir.py); `block`:
+    the attempt's loopback block (loopback.py), where its nodes share the host's network."""
     job = at.job
     spec = job.spec
     nodes = layout(spec)
-    groups = groups_of(nodes)
     shares = split_gpus(nodes, at.gpus.indices)
     uuid_of = dict(zip(at.gpus.indices, at.gpus.uuids, strict=True))
     containers = spec.image is not None
+    block = job.id % BLOCKS if block is None else block
     # Subprocess nodes: a network namespace each under a root trainqd, else loopback
     # addresses; container nodes: the engine's network of the attempt's own, its DNS.
     isolated = at.host.as_root and not containers
@@ -105,46 +111,30 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         peers = {n.name: n.name for n in nodes}
         interface = netns.NODE_INTERFACE
     else:
-        peers = {n.name: node_address(job.id, n.rank, isolated) for n in nodes}
+        peers = {n.name: node_address(block, n.rank, isolated) for n in nodes}
         interface = netns.NODE_INTERFACE if isolated else "lo"
     primary_groups = {g.name for g in spec.instance_groups if g.primary}
     launches, env_files = [], []
     for node, share in zip(nodes, shares, strict=True):
-        resources = resource_config(node.name, groups, node.group, interface)
-        env = node_environment(job.id, node, nodes, isolated, peers)
-        # Where gloo and NCCL find the node's own address (else from the host's name).
-        env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
-        own_spec = spec.model_copy(
-            update={
-                "command": node.command,
-                "image": node.image,
-                "environment": {**spec.environment, **node.environment},
-            }
-        )
-        built = build_launch(
-            Attempt(
-                replace(job, spec=own_spec),
-                at.number,
-                Assignment(share, tuple(uuid_of[i] for i in share)),
-                at.account,
-                AttemptPaths(
-                    at.paths.job_dir,
-                    node_roots[node.name],
-                    at.paths.attempt_dir / "nodes" / node.name,
-                    at.paths.stop_file,
-                ),
-                at.settings,
-                at.host,
-                NodePlace(node.name, resources, env, engine_network if containers else None),
-            ),
+        gpus = Assignment(share, tuple(uuid_of[i] for i in share))
+        built = build_node(
+            at,
             now,
+            node,
+            nodes,
+            gpus=gpus,
+            ml_root=node_roots[node.name],
+            peers=peers,
+            interface=interface,
+            engine_network=engine_network if containers else None,
+            isolated=isolated,
+            block=block,
         )
         if built.env_file is not None:
             env_files.append(built.env_file)
         launches.append(
             replace(
                 built.launch,
-                node=node.name,
                 peers={} if containers else peers,
                 network=netns.veth_name(bridge, node.rank) if isolated else "",
             )
@@ -174,3 +164,56 @@ def build_gang(at: Attempt, now: float, node_roots: dict[str, Path]) -> BuiltLau
         env=first.env if containers else {},
     )
     return BuiltLaunch(gang, more_env_files=tuple(env_files))
+
+
+def build_node(
+    at: Attempt,
+    now: float,
+    node: Node,
+    nodes: list[Node],
+    *,
+    gpus: Assignment,
+    ml_root: Path,
+    peers: dict[str, str],
+    interface: str,
+    engine_network: str | None = None,
+    isolated: bool = False,
+    block: int | None = None,
+) -> BuiltLaunch:
+    """One node's launch, laid out as a job of one node would be with what is its own
+    (`at` is the gang's attempt): its ml root, its directory in the attempt, its
+    resourceconfig.json, its GPUs and its place in the gang. `peers`: every node's address;
+    `interface`: the node's own, where gloo and NCCL find its address; `block`: the
+    attempt's loopback block (node_address; the job's id unless given)."""
+    job, spec = at.job, at.job.spec
+    resources = resource_config(node.name, groups_of(nodes), node.group, interface)
+    primary_groups = {g.name for g in spec.instance_groups if g.primary}
+    where = job.id if block is None else block
+    env = node_environment(where, node, nodes, isolated, peers, primary_groups=primary_groups)
+    env.update({"GLOO_SOCKET_IFNAME": interface, "NCCL_SOCKET_IFNAME": interface})
+    own_spec = spec.model_copy(
+        update={
+            "command": node.command,
+            "image": node.image,
+            "environment": {**spec.environment, **node.environment},
+        }
+    )
+    built = build_launch(
+        Attempt(
+            replace(job, spec=own_spec),
+            at.number,
+            gpus,
+            at.account,
+            AttemptPaths(
+                at.paths.job_dir,
+                ml_root,
+                at.paths.attempt_dir / "nodes" / node.name,
+                at.paths.stop_file,
+            ),
+            at.settings,
+            at.host,
+            NodePlace(node.name, resources, env, engine_network),
+        ),
+        now,
+    )
+    return replace(built, launch=replace(built.launch, node=node.name))

@@ -30,6 +30,9 @@ monitor, in trainqd's job directory, so the trainer finds the same contract and
 - Retries, the time limit and the grace are trainq's, as on the local back end: each
   attempt is a new Slurm job whose --time is the job's remaining runtime plus the grace.
 - A restarted trainqd follows the Slurm jobs its records name (`take_over`).
+- A job of several nodes is one Slurm job of one task per node, whose step runs each node
+  (slurm_nodes.py); trainqd makes the nodes' directories, and follows, stops and retries
+  the job whole, as any other.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from anyio.abc import TaskGroup
 
 from trainq.core.errors import DiskFull
 from trainq.core.export.slurm import batch_script, time_limit_minutes
+from trainq.core.nodes import is_gang, layout
 from trainq.core.outcomes import REASON_CHARS, ExitRecord, Outcome
 from trainq.core.reasons import Wait, WaitReason, own_reason
 from trainq.core.spec import JobSpec
@@ -247,6 +251,9 @@ class SlurmBackend:
             paths = self._dirs.create_attempt(
                 job.id, number, acct.uid, acct.gid, monitor_is_owner=True
             )
+            if is_gang(job.spec):  # each node's ml root and output (slurm_nodes.py)
+                names = [node.name for node in layout(job.spec)]
+                self._dirs.create_nodes(paths, names, acct.uid, acct.gid)
             spec = self._resolved(job)
             script = self._script(spec, job.id, number, paths.job_dir, paths.attempt_dir)
             # A container job's step runs the engine as a local monitor does: with the

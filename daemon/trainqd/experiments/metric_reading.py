@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainq.core.spec import METRIC_NAME_RE, MetricDefinition, compile_metric_regex
+from trainq.core.spec_parts import METRIC_NAME_RE, MetricDefinition, compile_metric_regex
 from trainqd.experiments.metric_series import AttemptMetrics
 from trainqd.monitor.records import STDERR, STDOUT
 

@@ -25,7 +25,8 @@ import anyio
 import structlog
 
 from trainq.core.errors import NotFound
-from trainq.core.spec import JobSpec, check_name
+from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import check_name
 from trainq.core.states import TERMINAL, JobState, TransitionError
 from trainq.core.tuning import Dimension, TuneRequest, TuneSettings, as_hyperparameter
 from trainq.core.wire import MetricSeriesRecord

@@ -34,7 +34,7 @@ import signal
 import time
 from dataclasses import asdict, replace
 
-from trainq.core.outcomes import Ending, ExitRecord, Outcome
+from trainq.core.outcomes import Ending, ExitRecord, NodeEnd, Outcome
 from trainqd.monitor import cgroup, container, libc, netns, procfs
 from trainqd.monitor import log as monitor_log
 from trainqd.monitor.log import log
@@ -434,6 +434,30 @@ class GangSupervisor(TrainerSupervisor):
             if run.record is None or not clean(run.record):
                 return _node_ending(run)
         return Ending(Outcome.EXITED, 0)
+
+    def _exit_record(self, ending: Ending) -> ExitRecord:
+        return replace(super()._exit_record(ending), nodes=self._node_ends())
+
+    def _node_ends(self) -> tuple[NodeEnd, ...]:
+        """Each node's end, its last run's (`trainq show` lists them), in rank order. A node
+        this monitor stopped (a sibling failed, or the primary groups were done) saw only a
+        SIGTERM without a stop order, which it takes for the host's shutdown: stopped."""
+        last = {run.name: run for run in self.ended}
+        stopped_here = self.stop is None and (self.failure is not None or self.done_by_primary)
+        ends = []
+        for node in self.launch.nodes:
+            run = last.get(node.node or "")
+            if run is None:  # never started: the attempt ended before it
+                continue
+            record = run.record
+            if record is None:
+                ends.append(NodeEnd(run.name, Outcome.LOST, restarts=run.restarts))
+            else:
+                outcome, code, sig = record.outcome, record.exit_code, record.signal
+                if stopped_here and run is not self.failure and outcome == Outcome.INTERRUPTED:
+                    outcome = Outcome.STOPPED
+                ends.append(NodeEnd(run.name, outcome, code, sig, run.restarts))
+        return tuple(ends)
 
     def _record(self, ending: Ending) -> None:
         if ending.outcome == "start_failed" and not any(

@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from trainq.core.outcomes import OUTCOMES, REASON_CHARS, ExitRecord, Outcome
+from trainq.core.outcomes import OUTCOMES, REASON_CHARS, ExitRecord, NodeEnd, Outcome
 
 if TYPE_CHECKING:  # typing costs the monitor's start-up a few ms: annotations only
     from typing import Any, Literal
@@ -281,6 +281,9 @@ _EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
 _SIGNAL_RANGE = (1, 64)
 _FUTURE_SLACK = 86400.0  # a record's times may run ahead of trainqd's clock by a day at most
 _SHORT_TEXT = 256
+_NODES_MAX = 64  # trainq.core.spec.MAX_NODES
+_NODE_NAME = 32
+_RESTARTS_MAX = 1000
 
 
 def _int(raw: dict[str, Any], key: str, low: int, high: int, required: bool = False) -> Any:
@@ -325,6 +328,38 @@ def _text(raw: dict[str, Any], key: str, limit: int) -> Any:
     return value[:limit]
 
 
+def _outcome(raw: dict[str, Any]) -> Outcome:
+    outcome = raw.get("outcome")
+    if not isinstance(outcome, str) or outcome not in OUTCOMES:
+        raise ValueError("its outcome is not one trainq knows")
+    return Outcome(outcome)
+
+
+def _node_ends(raw: Any) -> tuple[NodeEnd, ...]:
+    """A gang's record: each node's end (none in other records, and in older ones)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > _NODES_MAX:
+        raise ValueError(f"nodes is not a list of at most {_NODES_MAX}")
+    ends = []
+    for node in raw:
+        if not isinstance(node, dict):
+            raise ValueError("a node's end is not an object")
+        name = node.get("name")
+        if not isinstance(name, str) or not 0 < len(name) <= _NODE_NAME:
+            raise ValueError("a node's name is not a short string")
+        ends.append(
+            NodeEnd(
+                name=name,
+                outcome=_outcome(node),
+                exit_code=_int(node, "exit_code", *_EXIT_CODE_RANGE),
+                signal=_int(node, "signal", *_SIGNAL_RANGE),
+                restarts=_int(node, "restarts", 0, _RESTARTS_MAX, required=True),
+            )
+        )
+    return tuple(ends)
+
+
 def parse_exit_record(
     raw: Any, job_id: int | None = None, attempt: int | None = None
 ) -> ExitRecord:
@@ -332,19 +367,17 @@ def parse_exit_record(
     writes (and, given `job_id` and `attempt`, about that attempt)."""
     if not isinstance(raw, dict):
         raise ValueError("an exit record must be an object")
-    outcome = raw.get("outcome")
-    if not isinstance(outcome, str) or outcome not in OUTCOMES:
-        raise ValueError("its outcome is not one trainq knows")
     record = ExitRecord(
         job_id=_int(raw, "job_id", 1, _ID_MAX, required=True),
         attempt=_int(raw, "attempt", 1, _ID_MAX, required=True),
-        outcome=Outcome(outcome),
+        outcome=_outcome(raw),
         started_at=_time(raw, "started_at"),
         ended_at=_time(raw, "ended_at", required=True),
         exit_code=_int(raw, "exit_code", *_EXIT_CODE_RANGE),
         signal=_int(raw, "signal", *_SIGNAL_RANGE),
         reason=_text(raw, "reason", REASON_CHARS * 4),
         opt_ml=_flag(raw, "opt_ml"),
+        nodes=_node_ends(raw.get("nodes")),
     )
     if job_id is not None and (record.job_id, record.attempt) != (job_id, attempt):
         raise ValueError(f"it is about job {record.job_id} attempt {record.attempt}")

@@ -29,13 +29,19 @@ LN2 = math.log(2)
 
 @dataclass(frozen=True)
 class Used:
-    """Slot-seconds of one attempt: `gpus` GPUs (0: one CPU slot) from `started` to `ended`."""
+    """Slot-seconds of one attempt: `gpus` GPUs (0: `slots` CPU slots, one per node of a
+    job of several CPU nodes) from `started` to `ended`."""
 
     uid: int
     user: str
     gpus: int
     started: float
     ended: float
+    slots: int = 1
+
+    @property
+    def width(self) -> int:
+        return self.gpus or max(1, self.slots)
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ class FairShare:
         self._advance(max(used.ended, self._at))
         self.names[used.uid] = used.user
         sums = self._gpu if used.gpus else self._cpu
-        amount = max(1, used.gpus) * self._weighted(used.started, used.ended, self._at)
+        amount = used.width * self._weighted(used.started, used.ended, self._at)
         sums[used.uid] = sums.get(used.uid, 0.0) + amount
 
     def seed(self, ended: Iterable[Used], now: float) -> None:
@@ -112,7 +118,7 @@ class FairShare:
         for used in running:
             names[used.uid] = used.user
             sums = gpu if used.gpus else cpu
-            amount = max(1, used.gpus) * self._weighted(used.started, min(used.ended, now), now)
+            amount = used.width * self._weighted(used.started, min(used.ended, now), now)
             sums[used.uid] = sums.get(used.uid, 0.0) + amount
         return Usage(now, gpu, cpu, names)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from trainq.core.nodes import cpu_nodes, is_gang
 from trainq.core.states import JobState
 from trainqd.attempts.launch import remaining_runtime, stop_grace
 from trainqd.gpus.base import GpuUsage
@@ -87,6 +88,17 @@ def _backfill_claim(claim: tuple[JobRow, frozenset[int]] | None, job: JobRow) ->
     return claim[1] if claim is not None and claim[0] is job else frozenset()
 
 
+def gang_cpu_nodes(job: JobRow) -> int | None:
+    """A job of several nodes' nodes without GPUs; None for a job of one node, whose GPUs
+    alone say whether it takes a CPU slot (records.slots_of)."""
+    return cpu_nodes(job.spec) if is_gang(job.spec) else None
+
+
+def slots(job: JobRow) -> int:
+    """The CPU slots an active job holds."""
+    return planner.slots_of(len(job.gpus), gang_cpu_nodes(job))
+
+
 def queued(
     job: JobRow,
     default_grace: float,
@@ -116,6 +128,7 @@ def queued(
         may_preempt=defined.may_preempt,
         claiming=claiming,
         backfill_claim=backfill_claim,
+        cpu_nodes=gang_cpu_nodes(job),
     )
 
 
@@ -146,6 +159,7 @@ def running(
         attempt_started=attempt_started,
         stopping=job.state == JobState.STOPPING,
         grace=own_grace,
+        cpu_nodes=gang_cpu_nodes(job),
     )
 
 
@@ -194,6 +208,6 @@ def left_after(
     held = {gpu for job in active for gpu in job.gpus}
     return Left(
         free_gpus=len(set(cap.gpus) - cap.blocked - cap.drained - held),
-        free_slots=cap.cpu_slots - sum(1 for job in active if not job.gpus),
+        free_slots=cap.cpu_slots - sum(slots(job) for job in active),
         head=plan.head_key,
     )

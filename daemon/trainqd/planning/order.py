@@ -32,7 +32,7 @@ def committed(job: RunningJob, now: float) -> float:
     left = LOOKAHEAD - elapsed
     if job.expected_end is not None:
         left = min(left, job.expected_end - now)
-    return max(1, len(job.gpus)) * max(0.0, left)
+    return max(1, len(job.gpus) or job.slots) * max(0.0, left)
 
 
 Lane = tuple[int, bool]  # (owner uid, a GPU job): whose usage orders the job

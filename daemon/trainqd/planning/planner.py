@@ -31,10 +31,12 @@ The policy is a fair-share priority queue with EASY backfill and preemption:
   victims free are its own.
 - A later job that fits now may still start, but only if it cannot delay the head: it ends
   (now + its time limit) no later than the reservation, or it fits in the spare.
-- CPU jobs (gpus = 0) have their own pool of slots; they never wait for, nor hold back,
-  GPU jobs, and are never preempted. Per-user and per-class limits, retry backoff and holds
-  keep a job back without it reserving anything. Drained GPUs take no new job (a drained
-  host starts nothing); the jobs running on them go on.
+- CPU jobs (gpus = 0) have their own pool of slots, one per node without GPUs (a job of
+  several nodes may take slots and GPUs together); they never wait for, nor hold back,
+  GPU jobs, and are never preempted. The first job of several CPU nodes that waits for
+  slots keeps them: no later job takes a slot before it starts. Per-user and per-class
+  limits, retry backoff and holds keep a job back without it reserving anything. Drained
+  GPUs take no new job (a drained host starts nothing); the jobs running on them go on.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ from trainqd.planning.records import (
     RunningJob,
     Sharing,
     Start,
+    slots_of,
+    slots_wait,
 )
 from trainqd.planning.topology import choose_gpus
 from trainqd.planning.victims import choose_victims, next_ripe
@@ -89,6 +93,8 @@ __all__ = [
     "expected_use",
     "plan",
     "queue_order",
+    "slots_of",
+    "slots_wait",
 ]
 
 
@@ -97,7 +103,7 @@ class _Pool:
     """What is in use while the plan is being built: running jobs plus the starts so far."""
 
     free_gpus: set[int]
-    cpu_jobs: int
+    cpu_slots: int  # CPU slots taken: one per node without GPUs
     jobs_by_user: Counter[int]
     gpus_by_user: Counter[int]
     jobs_by_class: Counter[tuple[int, str]]
@@ -113,8 +119,7 @@ class _Pool:
         self.gpus_by_class[job.owner_uid, job.job_class] += len(gpus)
         if gpus:
             self.releases.append((end, len(gpus)))
-        else:
-            self.cpu_jobs += 1
+        self.cpu_slots += job.slots
 
 
 def _usable(capacity: Capacity) -> set[int]:
@@ -126,7 +131,7 @@ def _pool_of(running: Sequence[RunningJob], capacity: Capacity) -> _Pool:
     taken = {gpu for job in running for gpu in job.gpus}
     pool = _Pool(
         free_gpus=usable - taken,
-        cpu_jobs=sum(1 for job in running if not job.gpus),
+        cpu_slots=sum(job.slots for job in running),
         jobs_by_user=Counter(job.owner_uid for job in running),
         gpus_by_user=Counter(),
         jobs_by_class=Counter((job.owner_uid, job.job_class) for job in running),
@@ -182,6 +187,7 @@ def _ready(job: QueuedJob, pool: _Pool, capacity: Capacity, limits: Limits, now:
         and (job.not_before is None or job.not_before <= now)
         and _held_by_limits(job, pool, limits) is None
         and 0 < job.gpus <= len(pool.free_gpus)
+        and pool.cpu_slots + job.slots <= capacity.cpu_slots
     )
 
 
@@ -225,6 +231,9 @@ def plan(
     wake_at: float | None = None
     head: Reservation | None = None
     head_key: OrderKey | None = None
+    # The first job of several CPU nodes that waits for CPU slots keeps them: no later job
+    # takes one before it has started (else it would wait behind every job of one slot).
+    slots_head: int | None = None
     foreign = len(set(capacity.gpus) & capacity.blocked)
     # Users one of whose GPU jobs, ahead of the head, waits for a per-user limit: preempting
     # their job would free that limit, and the freed GPUs could go to that job instead.
@@ -303,18 +312,22 @@ def plan(
             continue
         end = math.inf if job.runtime_limit is None else now + job.runtime_limit
 
+        # A job of several nodes takes a CPU slot for each node without GPUs, beside the
+        # GPUs of the others; it waits for them without reserving GPUs meanwhile.
+        if job.slots and slots_head is not None:
+            waiting[job.id] = WaitReason(Wait.RESERVED, job_id=slots_head, slots=job.slots)
+            continue
+        if job.slots and pool.cpu_slots + job.slots > capacity.cpu_slots:
+            free_slots = capacity.cpu_slots - pool.cpu_slots
+            waiting[job.id] = slots_wait(job.slots, free_slots, capacity.cpu_slots)
+            if job.slots > 1 and capacity.cpu_slots >= job.slots:
+                slots_head = job.id
+            continue
         if job.gpus == 0:
-            if pool.cpu_jobs >= capacity.cpu_slots:
-                waiting[job.id] = (
-                    WaitReason(Wait.CPU_SLOT, limit=capacity.cpu_slots)
-                    if capacity.cpu_slots
-                    else WaitReason(Wait.NO_CPU_SLOTS)
-                )
-                continue
             pool.take(job, (), end)
             starts.append(Start(job.id, ()))
             if sharing.fair:
-                ordered.charge(job, expected_use(1, job.runtime_limit))
+                ordered.charge(job, expected_use(job.slots, job.runtime_limit))
             continue
 
         free = len(pool.free_gpus)

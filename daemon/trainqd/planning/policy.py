@@ -18,6 +18,7 @@ from typing import Protocol
 import structlog
 
 from trainq.core.errors import DiskFull
+from trainq.core.nodes import cpu_nodes
 from trainq.core.reasons import Wait
 from trainq.core.states import ACTIVE, JobState, TransitionError
 from trainq.core.wire import UserShare
@@ -85,6 +86,7 @@ class SharingPolicy:
         """Read the attempts of the last few half-lives once, at start-up."""
         if not self.usage.enabled:
             return
+        # (A job of several CPU nodes' attempt counts one slot here: its spec is not read.)
         rows = self._store.attempts_ended_since(self.usage.seed_since(now))
         used = [
             fairshare.Used(uid, user, _gpu_count(gpus), started, ended)
@@ -99,13 +101,25 @@ class SharingPolicy:
         self._starts.pop(job.id, None)
         self.usage.add(
             fairshare.Used(
-                job.owner.uid, job.owner.user, len(attempt.gpus), attempt.started_at, ended
+                job.owner.uid,
+                job.owner.user,
+                len(attempt.gpus),
+                attempt.started_at,
+                ended,
+                slots=cpu_nodes(job.spec),
             )
         )
 
     def _running(self, active: Sequence[JobRow], now: float) -> list[fairshare.Used]:
         return [
-            fairshare.Used(job.owner.uid, job.owner.user, len(job.gpus), self._starts[job.id], now)
+            fairshare.Used(
+                job.owner.uid,
+                job.owner.user,
+                len(job.gpus),
+                self._starts[job.id],
+                now,
+                slots=cpu_nodes(job.spec),
+            )
             for job in active
             if job.id in self._starts
         ]

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from trainq.core.reasons import WaitReason
+from trainq.core.reasons import Wait, WaitReason
 
 DEFAULT_CLASS = "default"
 
@@ -36,6 +36,28 @@ class QueuedJob:
     # than to jobs sorting before it (its victims, queued again, among them), and their
     # stopping is its room coming, not a reason to preempt again.
     backfill_claim: frozenset[int] = frozenset()
+    cpu_nodes: int | None = None  # see slots_of
+
+    @property
+    def slots(self) -> int:
+        return slots_of(self.gpus, self.cpu_nodes)
+
+
+def slots_of(gpus: int, cpu_nodes: int | None) -> int:
+    """The CPU slots a job takes: one per node of it that has no GPU (trainq.core.nodes'
+    cpu_nodes); None, as for a job of one node: one if it has no GPU at all."""
+    if cpu_nodes is None:
+        return 0 if gpus else 1
+    return cpu_nodes
+
+
+def slots_wait(slots: int, free: int, total: int) -> WaitReason:
+    """Why a job of `slots` CPU slots waits with `free` of the host's `total` free."""
+    if not total:
+        return WaitReason(Wait.NO_CPU_SLOTS)
+    if slots == 1:
+        return WaitReason(Wait.CPU_SLOT, limit=total)
+    return WaitReason(Wait.CPU_SLOT, limit=total, slots=slots, free=max(0, free))
 
 
 @dataclass(frozen=True)
@@ -51,13 +73,18 @@ class RunningJob:
     attempt_started: float | None = None  # when its current attempt started
     stopping: bool = False  # being stopped: its GPUs come free within its grace
     grace: float = 0.0  # how long a stop may take
+    cpu_nodes: int | None = None  # see slots_of
+
+    @property
+    def slots(self) -> int:
+        return slots_of(len(self.gpus), self.cpu_nodes)
 
 
 @dataclass(frozen=True)
 class Capacity:
     gpus: tuple[int, ...]  # every GPU index trainq manages
     blocked: frozenset[int]  # busy with a process trainq did not start: never handed out
-    cpu_slots: int  # concurrent jobs with gpus == 0
+    cpu_slots: int  # concurrent nodes without GPUs (a job of one node: gpus == 0)
     distance: Callable[[int, int], int]
     drained: frozenset[int] = frozenset()  # take no new job; their running jobs go on
     host_drained: bool = False  # nothing new starts at all

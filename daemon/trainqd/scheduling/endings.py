@@ -135,6 +135,7 @@ class AttemptEnds:
                 event_reason=result.event_reason,
                 changes=result.changes,
                 opt_ml=None if record is None else record.opt_ml,
+                nodes=() if record is None else record.nodes,
             )
         except TransitionError as exc:
             self._unrecorded.recorded(job_id)

@@ -12,8 +12,9 @@ import structlog
 
 from trainq.core.errors import DiskFull
 from trainq.core.nodes import is_gang, layout
-from trainq.core.states import JobState
+from trainq.core.states import ACTIVE, JobState
 from trainqd.access.identity import job_account
+from trainqd.attempts import loopback
 from trainqd.attempts.contract import Assignment
 from trainqd.attempts.jobdir import JobDirs
 from trainqd.attempts.launch import (
@@ -121,7 +122,11 @@ class Launcher:
             )
             if gang:
                 roots = {name: self._dirs.node_ml_root(job.id, name) for name in gang}
-                built = build_gang(attempt, now, roots)
+                block = None
+                if job.spec.image is None and not attempt.host.as_root:
+                    running = self._store.jobs(list(ACTIVE))
+                    block = loopback.allocate(self._dirs, job.id, number, running)
+                built = build_gang(attempt, now, roots, block)
             else:
                 built = build_launch(attempt, now)
             for env_file in (built.env_file, *built.more_env_files):

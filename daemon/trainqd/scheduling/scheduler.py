@@ -27,6 +27,7 @@ import anyio.lowlevel
 import structlog
 
 from trainq.core.errors import DiskFull
+from trainq.core.nodes import cpu_nodes
 from trainq.core.reasons import Wait, WaitReason
 from trainq.core.states import ACTIVE, JobState
 from trainq.core.wire import UserShare
@@ -336,8 +337,10 @@ class Scheduler:
             gpus = job.spec.total_gpus
             if job.spec.after:  # whether it may be planned at all is the next round's to say
                 plan = True
-            elif gpus == 0 and free_slots <= 0:
-                self.waiting[job.id] = WaitReason(Wait.CPU_SLOT, limit=self.config.cpu_slots)
+            elif gpus == 0 and free_slots < cpu_nodes(job.spec):
+                self.waiting[job.id] = planner.slots_wait(
+                    cpu_nodes(job.spec), free_slots, self.config.cpu_slots
+                )
             elif gpus > 0 and free_gpus < gpus and self.policy.sorts_after(job, head):
                 self.waiting[job.id] = WaitReason(Wait.GPUS, gpus=gpus, free=free_gpus)
             else:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from trainq.core.outcomes import Ending
+from trainq.core.outcomes import Ending, NodeEnd
 from trainq.core.states import JobState, TransitionError
-from trainqd.store.rows import ATTEMPT_COLUMNS, AttemptRow, JobRow, attempt_from
+from trainqd.store.rows import ATTEMPT_COLUMNS, AttemptRow, JobRow, attempt_from, node_ends_to
 from trainqd.store.transitions import JobChanges, Transitions
 
 
@@ -84,10 +84,12 @@ class Attempts(Transitions):
         event_reason: str | None,
         changes: JobChanges | None = None,
         opt_ml: bool | None = None,
+        nodes: tuple[NodeEnd, ...] = (),
     ) -> JobRow:
         """Close an attempt as `ending` says and move its job on to `target`, in one
         transaction (one fsync); `attempt_started`: when it began, if not as recorded;
-        `opt_ml`, where the monitor said, whether its trainer found /opt/ml."""
+        `opt_ml`, where the monitor said, whether its trainer found /opt/ml; `nodes`, a
+        gang's, how each of its nodes ended."""
         with self._tx():
             attempt = self.attempt(job_id, number)
             if attempt is None or attempt.ended_at is not None:
@@ -112,6 +114,11 @@ class Attempts(Transitions):
                 self._db.execute(
                     "UPDATE attempts SET opt_ml=? WHERE job_id=? AND number=?",
                     (int(opt_ml), job_id, number),
+                )
+            if nodes:
+                self._db.execute(
+                    "UPDATE attempts SET nodes=? WHERE job_id=? AND number=?",
+                    (node_ends_to(nodes), job_id, number),
                 )
             used = max(0.0, attempt_ended - begun)
             assignments = [

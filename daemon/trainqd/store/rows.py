@@ -4,12 +4,13 @@ go together."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sqlite3
 from dataclasses import dataclass
 
-from trainq.core.outcomes import Outcome
+from trainq.core.outcomes import NodeEnd, Outcome
 from trainq.core.spec import JobSpec
 from trainq.core.states import JobState
 
@@ -70,6 +71,7 @@ class AttemptRow:
     gpu_memory_peak_mib: int | None = None
     gpu_idle_seconds: float | None = None
     opt_ml: bool | None = None  # a subprocess attempt: whether /opt/ml was its ml root
+    nodes: tuple[NodeEnd, ...] = ()  # a job of several nodes: each node's end
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,8 @@ JOB_COLUMNS = (
 ATTEMPT_COLUMNS = (
     "job_id, number, gpus, started_at, ended_at, exit_code, signal, outcome, reason, retried,"
     " monitor_pid, monitor_start, boot_id,"
-    " gpu_util_peak, gpu_util_mean, gpu_memory_peak_mib, gpu_idle_seconds, opt_ml"
+    " gpu_util_peak, gpu_util_mean, gpu_memory_peak_mib, gpu_idle_seconds, opt_ml,"
+    " nodes"
 )
 
 
@@ -165,6 +168,26 @@ def attempt_from(row: sqlite3.Row) -> AttemptRow:
         gpu_memory_peak_mib=row["gpu_memory_peak_mib"],
         gpu_idle_seconds=row["gpu_idle_seconds"],
         opt_ml=None if row["opt_ml"] is None else bool(row["opt_ml"]),
+        nodes=node_ends_from(row["nodes"]),
+    )
+
+
+def node_ends_to(nodes: tuple[NodeEnd, ...]) -> str | None:
+    return json.dumps([dataclasses.asdict(end) for end in nodes]) if nodes else None
+
+
+def node_ends_from(text: str | None) -> tuple[NodeEnd, ...]:
+    if not text:
+        return ()
+    return tuple(
+        NodeEnd(
+            name=end["name"],
+            outcome=Outcome(end["outcome"]),
+            exit_code=end.get("exit_code"),
+            signal=end.get("signal"),
+            restarts=end.get("restarts", 0),
+        )
+        for end in json.loads(text)
     )
 
 

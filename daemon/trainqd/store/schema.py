@@ -1,7 +1,7 @@
 """The state database's schema. Bump SCHEMA_VERSION with every change and migrate forward in
 Store._migrate; a database from a newer trainqd is refused rather than misread."""
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # What a paged listing filters on, each in id order so that a page is a range scan.
 LIST_INDEXES = (
@@ -124,6 +124,7 @@ SCHEMA = (
         gpu_memory_peak_mib INTEGER,
         gpu_idle_seconds REAL,
         opt_ml INTEGER,
+        nodes TEXT,
         PRIMARY KEY (job_id, number)
     )""",
     """CREATE TABLE events (
@@ -167,4 +168,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     6: (*SUBMIT_TOKENS, *REMOVED_TOTALS),
     7: TUNES,
+    # A job of several nodes: each node's end, as its gang's exit record says (JSON).
+    8: ("ALTER TABLE attempts ADD COLUMN nodes TEXT",),
 }

@@ -333,6 +333,21 @@ function attemptsTable(job) {
   return table("Attempts and why each ended", ["#", "GPUs", "Started", "Ended", "Outcome", "Exit", "Util mean", "Util peak", "Memory peak (MiB)", "Reason"], rows, { id: "attempts" });
 }
 
+// A job of several nodes: each node, and how it ended the latest attempt (as `trainq show`).
+function nodesTable(job) {
+  if (!job.nodes?.length) return null;
+  const live = job.state === "RUNNING" || job.state === "STOPPING";
+  const rows = job.nodes.map((n) => el("tr", { "data-node": n.name },
+    cell(n.name),
+    cell(n.group),
+    num(n.rank),
+    cell(n.gpus.join(", ") || "none"),
+    cell(n.outcome ?? (live ? job.state.toLowerCase() : null)),
+    cell(n.exit_code ?? n.signal_name),
+    num(n.restarts)));
+  return table("Nodes and how each ended the latest attempt", ["Node", "Group", "Rank", "GPUs", "State", "Exit", "Restarts"], rows, { id: "nodes" });
+}
+
 // The metrics its trainer reported (metric_definitions, metrics.jsonl): one chart per series,
 // one line per attempt over the steps; for those who may read its log, a short line for others.
 const metricsAsked = new WeakMap(); // the newest question per section: older answers are dropped
@@ -374,6 +389,7 @@ async function jobPage(id) {
   const states = el("ol", { id: "states" });
   const summary = el("div", {}, jobSummary(job));
   const attempts = el("div", {}, attemptsTable(job));
+  const nodes = el("div", {}, nodesTable(job));
   const log = el("pre", { class: "log", id: "log", tabindex: "0", "aria-label": "log tail" });
   const charts = el("div", { id: "job-charts" });
   // The samples trainqd keeps of the running attempt: its GPUs over its run so far.
@@ -397,6 +413,7 @@ async function jobPage(id) {
     summary,
     el("h2", { text: "What it runs" }), specList(job.spec),
     el("h2", { text: "States" }), states,
+    nodes,
     attempts,
     charts,
     el("h2", { text: "Metrics" }), metrics,
@@ -419,6 +436,7 @@ async function jobPage(id) {
       job = await api(`/v1/jobs/${id}`).catch(() => job);
       summary.replaceChildren(jobSummary(job));
       attempts.replaceChildren(attemptsTable(job));
+      nodes.replaceChildren(...[nodesTable(job)].filter(Boolean));
       drawMetrics();  // an ended attempt's last reports
     }, 1000);
   };

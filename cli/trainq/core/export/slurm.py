@@ -13,6 +13,21 @@ The script asks Slurm for the job's resources and limits and hands the job itsel
     job dir = <base>/trainq-$SLURM_JOB_ID: the ml root and each attempt's records, so a
               requeued job resumes from checkpoints/ and counts its earlier attempts
 
+A job of several nodes (`instance_count`, `[[instance_groups]]`) asks for one task on each
+of its nodes, and the GPUs of its largest node on each (Slurm allocates alike nodes unless
+the job is heterogeneous):
+
+    #SBATCH --nodes=N --ntasks-per-node=1 --gres=gpu:G
+
+Its step, on the first node, runs each attempt as one `srun` step that starts every node
+(trainqd.backends.slurm_nodes): task SLURM_PROCID is the node of that rank, algo-<rank + 1>,
+with its own group's command, GPUs and environment. One task per node, rather than a
+heterogeneous Slurm job (`#SBATCH hetjob`) per instance group, keeps SLURM_PROCID the rank
+across groups and makes one step of the whole gang, which Slurm ends whole
+(`--kill-on-bad-exit`), as trainq's `restart = "job"` does; a node of a group with fewer
+GPUs leaves the rest of its allocation idle. The job directory must be on storage every
+node shares (the submit directory usually is).
+
 The step's process is the batch shell itself (`exec`), so `--signal=B:` and `scancel` reach
 it; it relays a stop to the running attempt as trainqd does. The spec travels inside the
 script as one line of JSON in a quoted here-document: the shell expands nothing in it.
@@ -26,6 +41,7 @@ from collections.abc import Sequence
 
 from trainq.core.dependencies import parse as parse_dependency
 from trainq.core.export.common import Unsupported, ceil_seconds, job_name
+from trainq.core.nodes import is_gang, layout
 from trainq.core.spec import JobSpec
 
 TARGET = "slurm"
@@ -52,21 +68,50 @@ def grace_seconds(spec: JobSpec) -> int:
 
 def notes(spec: JobSpec) -> list[str]:
     """What the script leaves out of the spec, and why (said to the person exporting)."""
+    said = []
     if spec.priority > 0:
         # trainq's priority orders only its owner's jobs; on Slurm raising one (a negative
         # --nice) takes an administrator, so the job goes over at Slurm's default.
-        return [
+        said.append(
             f"priority {spec.priority} is not carried over: raising a job on Slurm takes "
             "an administrator (a negative --nice); it runs at Slurm's default"
-        ]
-    return []
+        )
+    gpus = {node.gpus for node in layout(spec)}
+    if len(gpus) > 1:
+        said.append(
+            f"every node is allocated {max(gpus)} GPUs, the most any of its groups asks; "
+            "a node of a group that asks fewer leaves the rest idle"
+        )
+    return said
+
+
+def gang_refusal(spec: JobSpec) -> tuple[str, str] | None:
+    """What of a job of several nodes Slurm cannot run as trainq would: (field, why)."""
+    if not is_gang(spec):
+        return None
+    if spec.restart == "node":
+        return (
+            "restart",
+            'Slurm ends a step of several nodes whole: restart = "node" cannot restart '
+            'one node in place; use restart = "job"',
+        )
+    if any(group.primary for group in spec.instance_groups):
+        return (
+            "instance_groups.primary",
+            "a Slurm step of several nodes ends when all its tasks do: no group can end the others",
+        )
+    if any(node.image is not None for node in layout(spec)):
+        return (
+            "image",
+            "a job of several nodes runs its nodes' commands under Slurm, not images",
+        )
+    return None
 
 
 def _check(spec: JobSpec) -> None:
-    if spec.node_count > 1 or spec.instance_groups:
-        raise Unsupported(
-            TARGET, "instance_count", "the Slurm script runs a job of one node: set it to 1"
-        )
+    refused = gang_refusal(spec)
+    if refused is not None:
+        raise Unsupported(TARGET, *refused)
     if grace_seconds(spec) > MAX_SIGNAL_LEAD:
         raise Unsupported(
             TARGET,
@@ -97,17 +142,19 @@ def dependency(after: Sequence[str]) -> str | None:
 def directives(spec: JobSpec, partition: str | None = None) -> list[str]:
     """The #SBATCH lines."""
     name = job_name(spec)
+    nodes = layout(spec)
     lines = [
         f"--job-name={name}",
-        "--nodes=1",
-        "--ntasks=1",
+        f"--nodes={len(nodes)}",
+        "--ntasks-per-node=1" if is_gang(spec) else "--ntasks=1",
         f"--output=trainq-{name}-%j.out",
         f"--error=trainq-{name}-%j.err",
         "--open-mode=append",  # a requeued run adds to the output, as attempts do
         "--requeue",
     ]
-    if spec.gpus:
-        lines.append(f"--gres=gpu:{spec.gpus}")
+    per_node = max(node.gpus for node in nodes)
+    if per_node:
+        lines.append(f"--gres=gpu:{per_node}")
     minutes = time_limit_minutes(spec)
     if minutes is not None:
         lines.append(f"--time={minutes}")
@@ -154,6 +201,7 @@ def batch_script(
             "set -euo pipefail",
             f"job_dir={where}",
             'mkdir -p -m 700 "$job_dir"',
+            *_step_comment(spec, run),
             f"cat > {spec_at} <<'{SPEC_END}'",
             spec_json,
             SPEC_END,
@@ -161,3 +209,13 @@ def batch_script(
             "",
         ]
     )
+
+
+def _step_comment(spec: JobSpec, run: str) -> list[str]:
+    if not is_gang(spec):
+        return []
+    return [
+        f"# Each attempt is one step of every node: srun --nodes={spec.node_count}"
+        " --ntasks-per-node=1 --kill-on-bad-exit=1",
+        f'#   {run} SPEC --job-dir "$job_dir" --attempt N --node "$SLURM_PROCID"',
+    ]
