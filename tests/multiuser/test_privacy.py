@@ -46,3 +46,31 @@ def test_other_users_cannot_read_the_database(workstation: Daemon, accounts: Acc
         peek = accounts.bob.run(["cat", str(path)])
         assert peek.returncode != 0, name
         assert "Permission denied" in peek.stderr
+
+
+def test_other_users_do_not_see_an_instance_groups_environment_values(
+    workstation: Daemon, accounts: Accounts
+) -> None:
+    """A job of several nodes gives each group an environment of its own: its values are
+    the owner's as the job's are."""
+    token = f"hf_{uuid.uuid4().hex}"
+    groups = [
+        {"name": "servers", "instance_count": 1, "environment": {"HF_TOKEN": token}},
+        {"name": "workers", "instance_count": 1, "primary": True},
+    ]
+    job = submit_as(workstation, accounts.alice, {"command": ["true"], "instance_groups": groups})
+    assert workstation.wait_state(job["id"], timeout=60)["state"] == "COMPLETED"
+    own = trainq_as(workstation, accounts.alice, "show", "--json", str(job["id"]))
+    assert token in own.stdout  # the owner sees her own job whole
+    for command in (("show", "--json", str(job["id"])), ("ls", "--all", "--json")):
+        seen = trainq_as(workstation, accounts.bob, *command)
+        assert seen.returncode == 0, seen.stderr
+        assert str(job["id"]) in seen.stdout
+        assert token not in seen.stdout, command
+        assert "HF_TOKEN" in seen.stdout  # the name stays, as the job's own do
+    # Nor can a copy carry the placeholder, or the token, into a job of bob's.
+    copied = trainq_as(workstation, accounts.bob, "submit", "--like", str(job["id"]))
+    assert copied.returncode == 2, copied.stdout
+    assert "hidden from you" in copied.stderr
+    assert token not in copied.stdout + copied.stderr
+    assert trainq_as(workstation, accounts.bob, "ls").returncode == 0  # trainqd serves bob

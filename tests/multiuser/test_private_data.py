@@ -42,6 +42,7 @@ def identifying_job(daemon: Daemon, accounts: Accounts, shared_dir: Path) -> tup
         "channels": {f"{marker}ch": {"source": str(data)}},
         "hyperparameters": {f"{marker}_hp": "1"},
         "environment": {f"{marker.upper()}_ENV": "1"},
+        "metric_definitions": [{"name": f"{marker}_f1", "regex": f"{marker} f1=([0-9.]+)"}],
     }
     job = submit_as(daemon, accounts.alice, spec)
     assert daemon.wait_state(job["id"])["state"] == "COMPLETED"
@@ -97,3 +98,33 @@ def test_without_private_data_command_lines_are_shared(
     job_id, marker = identifying_job(workstation, accounts, shared_dir)
     seen = trainq_as(workstation, accounts.bob, "show", "--json", str(job_id))
     assert f"--{marker}" in seen.stdout
+
+
+def test_other_users_see_nothing_of_what_an_instance_group_runs(
+    private_workstation: Daemon, accounts: Accounts
+) -> None:
+    daemon = private_workstation
+    marker = f"proj{uuid.uuid4().hex[:12]}"
+    groups = [
+        {
+            "name": f"{marker}-servers",
+            "instance_count": 1,
+            "command": [SYSTEM_PYTHON, "-c", "pass", f"--{marker}"],
+            "environment": {f"{marker.upper()}_ENV": "1"},
+        },
+        {"name": "workers", "instance_count": 1, "primary": True},
+    ]
+    spec = {"command": [SYSTEM_PYTHON, "-c", "pass"], "instance_groups": groups}
+    job = submit_as(daemon, accounts.alice, spec)
+    assert daemon.wait_state(job["id"], timeout=60)["state"] == "COMPLETED"
+    for command in (*VIEWS, ("show", str(job["id"])), ("show", "--json", str(job["id"]))):
+        seen = trainq_as(daemon, accounts.bob, *command)
+        assert seen.returncode == 0, seen.stderr
+        assert marker not in seen.stdout.lower(), command
+    status, body = http_as(daemon, accounts.bob, "GET", f"/v1/jobs/{job['id']}")
+    assert status == 200, body
+    assert marker not in json.dumps(body).lower()
+    assert [node["name"] for node in body["nodes"]] == ["algo-1", "algo-2"]  # the layout stays
+    whole = trainq_as(daemon, accounts.alice, "show", "--json", str(job["id"]))
+    assert f"--{marker}" in whole.stdout  # the owner sees it whole
+    assert trainq_as(daemon, accounts.bob, "ls").returncode == 0  # and trainqd serves bob

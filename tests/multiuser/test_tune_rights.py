@@ -157,3 +157,45 @@ def test_pbt_copies_checkpoints_as_the_owner_and_links_stay_links(
         assert (checkpoints / "secret").is_symlink()
         assert (checkpoints / "secret").lstat().st_uid == accounts.alice.uid
         assert files_containing(checkpoints.parent, b"root's secret") == []
+
+
+def test_a_failed_trials_reason_is_its_owners(
+    workstation: Daemon, accounts: Accounts, shared_dir: Path
+) -> None:
+    """A trial that fails ends with its job's failure reason, the tail of what it wrote on
+    stderr: shown whole to the owner, to other users as any job's reason is."""
+    token = "TOKEN=s3cr3t-" + shared_dir.name
+    spec = {
+        "command": ["/bin/sh", "-c", f"echo {token} >&2; exit 3"],
+        "working_dir": str(shared_dir),
+        "max_retries": 0,
+    }
+    settings = {
+        "objective": "loss",
+        "search": "random",
+        "max_trials": 1,
+        "max_failures": 0,
+        "space": {"lr": {"uniform": [0.1, 0.2]}},
+    }
+    status, tune = http_as(
+        workstation, accounts.alice, "POST", "/v1/tunes", {"spec": spec, "tune": settings}
+    )
+    assert status == 201, tune
+
+    def failed() -> Any:
+        record = workstation.get(f"/v1/tunes/{tune['id']}").json()
+        trials = record["trials"]
+        return record if trials and trials[0]["state"] == "failed" else None
+
+    wait_for(failed, timeout=60, what="the trial to fail")
+    status, own = http_as(workstation, accounts.alice, "GET", f"/v1/tunes/{tune['id']}")
+    assert status == 200, own
+    assert token in own["trials"][0]["reason"]  # the owner reads it whole
+    for path in (f"/v1/tunes/{tune['id']}", "/v1/tunes"):
+        status, seen = http_as(workstation, accounts.bob, "GET", path)
+        assert status == 200, seen
+        assert token not in str(seen), path
+    shown = trainq_as(workstation, accounts.bob, "tune", "show", str(tune["id"]))
+    assert shown.returncode == 0, shown.stderr
+    assert token not in shown.stdout
+    assert trainq_as(workstation, accounts.bob, "ls").returncode == 0  # trainqd serves bob

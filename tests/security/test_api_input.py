@@ -157,3 +157,62 @@ def test_numbers_of_the_right_type_are_still_accepted(
     }
     job = submit_as(workstation, accounts.bob, spec)
     assert workstation.wait_state(job["id"], timeout=30)["state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"name": "run\n"},
+        {"environment": {"HTTPS_PROXY\n": "1"}},  # a bare NAME line in an env file
+        {"channels": {"train\n": {"source": "/tmp"}}},
+        {"metric_definitions": [{"name": "loss\n", "regex": "loss=([0-9.]+)"}]},
+        {"instance_groups": [{"name": "workers\n", "instance_count": 2}]},
+    ],
+)
+def test_a_name_ending_in_a_line_break_is_refused(
+    workstation: Daemon, accounts: Accounts, extra: dict[str, Any]
+) -> None:
+    """A regex's `$` also matches before a final newline: each name is checked whole."""
+    status, body = http_as(
+        workstation, accounts.alice, "POST", "/v1/jobs", {**quick_job(), **extra}
+    )
+    assert status == 400, body
+    assert error_code(body) == "invalid_spec"
+    still_serves_others(workstation, accounts)
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        {"lr": {"int": [0, 10**12]}},  # counted, never listed (10^9 would fill the memory)
+        {"lr": {"int": [0, 10**400]}},  # no float holds an end
+        {"lr": {"choice": [1, 2]}, "wd": {"int": [-(10**400), 0]}},
+    ],
+    ids=["huge-grid", "huge-end", "huge-low-end"],
+)
+def test_a_tune_whose_range_is_out_of_bounds_is_refused_in_one_line(
+    workstation: Daemon, accounts: Accounts, space: dict[str, Any]
+) -> None:
+    tune = {"objective": "loss", "search": "grid", "max_trials": 4, "space": space}
+    status, body = http_as(
+        workstation, accounts.alice, "POST", "/v1/tunes", {"spec": quick_job(), "tune": tune}
+    )
+    assert status == 400, body
+    assert error_code(body) in {"invalid_spec", "invalid_request"}
+    assert len(body["error"]["message"]) < 1000, body
+    still_serves_others(workstation, accounts)
+
+
+def test_a_hyperparameter_nested_past_the_recursion_limit_is_taken_as_text(
+    workstation: Daemon, accounts: Accounts
+) -> None:
+    """trainqd decodes hyperparameters as JSON where they parse (as SageMaker's toolkit
+    does): one nested deeper than Python recurses is a string like any other."""
+    nested = "[" * 2500  # the longest a value may be
+    for name in ("depth", "sagemaker_submit_directory"):
+        spec = {**quick_job(), "hyperparameters": {name: nested}}
+        status, job = http_as(workstation, accounts.alice, "POST", "/v1/jobs", spec)
+        assert status == 201, job
+        done = workstation.wait_state(job["id"], timeout=30)
+        assert done["state"] == "COMPLETED", done
+    still_serves_others(workstation, accounts)

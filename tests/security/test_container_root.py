@@ -137,3 +137,22 @@ def test_only_the_images_the_administrator_allows_run(
         assert status == 201, job
         assert daemon.wait_state(job["id"], timeout=60)["state"] == "COMPLETED"
         assert trainq_as(daemon, accounts.bob, "ls").returncode == 0
+
+
+def test_an_instance_groups_image_is_held_to_the_same_rule(
+    engine: Engine, submitter: User, accounts: Accounts
+) -> None:
+    """A job of several nodes may give a group an image of its own: refused at submit as
+    the job's own image would be, in one line, and nothing queued."""
+    with engine_daemon(engine, engine.env, "podman", allowed_images=[IMAGE]) as daemon:
+        spec = container_job("exit_with.py", "0", network=None)
+        spec["instance_groups"] = [
+            {"name": "workers", "instance_count": 1},
+            {"name": "setuid", "instance_count": 1, "image": SETUID_IMAGE},
+        ]
+        status, answer = http_as(daemon, submitter, "POST", "/v1/jobs", spec)
+        assert status == 403, answer
+        assert "allowed_images" in answer["error"]["message"], answer
+        assert "\n" not in answer["error"]["message"]
+        assert daemon.get("/v1/jobs?all=true").json()["jobs"] == []  # nothing was queued
+        assert trainq_as(daemon, accounts.bob, "ls").returncode == 0

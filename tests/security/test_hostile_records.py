@@ -40,6 +40,8 @@ FORGERIES = {
         fields='"ended_at":2,"exit_code":99999999999999999999999'
     ),
     "ended_at 1e300": _RECORD.format(fields='"ended_at":1e300,"exit_code":0'),
+    # An integer no float holds: comparing it as a time must not overflow.
+    "ended_at of 400 digits": _RECORD.format(fields='"ended_at":1' + "0" * 400 + ',"exit_code":0'),
     "a FIFO": 'mkfifo "$d/exit.json"',
     "a symlink": 'ln -s /etc/shadow "$d/exit.json"',
 }

@@ -45,14 +45,15 @@ def in_group_of(user: User, other: User) -> User:
     return dataclasses.replace(user, groups=(*user.groups, other.gid))
 
 
-def failing_job(daemon: Daemon, user: User, cwd: Path, secret: str) -> int:
+def failing_job(daemon: Daemon, user: User, cwd: Path, secret: str, *flags: str) -> int:
     """A job of `user` that leaves a model behind and fails with `secret` (from its hidden
-    environment, as a token would be) on its stderr."""
+    environment, as a token would be) on its stderr; `flags`: more of submit's."""
     script = 'echo weights > "$SM_MODEL_DIR/weights"; echo "TOKEN=$SECRET" >&2; exit 3'
     done = trainq_as(
         daemon,
         user,
         "submit",
+        *flags,
         "--max-retries",
         "0",
         "--env",
@@ -75,12 +76,14 @@ def events_seen_by(daemon: Daemon, user: User, marker: str) -> str:
     return done.stdout
 
 
+@pytest.mark.parametrize("flags", [(), ("--nodes", "2")], ids=["one node", "two nodes"])
 def test_a_failures_details_are_for_its_owner_and_admins(
-    workstation: Daemon, accounts: Accounts, shared_dir: Path
+    workstation: Daemon, accounts: Accounts, shared_dir: Path, flags: tuple[str, ...]
 ) -> None:
+    """A job of several nodes fails as its failing node did ("algo-1: ..."): the same."""
     alice, bob, carol = accounts.alice, accounts.bob, accounts.carol
     secret = f"tq{uuid.uuid4().hex}"
-    job_id = failing_job(workstation, alice, shared_dir, secret)
+    job_id = failing_job(workstation, alice, shared_dir, secret, *flags)
 
     for reader in (alice, carol):  # the owner and an admin read why it failed
         own = trainq_as(workstation, reader, "show", "--json", str(job_id))

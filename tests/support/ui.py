@@ -3,8 +3,11 @@ and Debian's chromium driven by Playwright (the system's browser: nothing is dow
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -125,3 +128,41 @@ def write_gpus(path: Path, readings: list[tuple[int, int]]) -> None:
 
 def until(condition: Callable[[], Any], what: str, timeout: float = 15) -> Any:
     return wait_for(condition, timeout=timeout, interval=0.1, what=what)
+
+
+class SocketForward:
+    """What `ssh -L PORT:/path/to/socket` does: each TCP connection to 127.0.0.1:PORT
+    relayed to the unix socket, as the user who made the forward."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(str(self.target))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+            end.close()

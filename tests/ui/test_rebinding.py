@@ -10,17 +10,13 @@ resolver told that rebind.example is 127.0.0.1, tries both.
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser
 
 from tests.support.daemon import Daemon
-from tests.support.ui import CHROMIUM, CHROMIUM_ARGS, Forwarder, fetch
+from tests.support.ui import CHROMIUM, CHROMIUM_ARGS, Forwarder, SocketForward, fetch
 
 pytestmark = pytest.mark.ui
 
@@ -37,44 +33,6 @@ def rebinding_browser(browser: Browser) -> Iterator[Browser]:
         yield launched
     finally:
         launched.close()
-
-
-class SocketForward:
-    """What `ssh -L PORT:/path/to/socket` does: each TCP connection to 127.0.0.1:PORT
-    relayed to the unix socket, as the user who made the forward."""
-
-    def __init__(self, target: Path) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            upstream.connect(str(self.target))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end in (source, sink):
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-            end.close()
 
 
 @pytest.fixture

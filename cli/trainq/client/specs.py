@@ -92,4 +92,11 @@ def spec_of(api: Api, job_id: int) -> dict[str, Any]:
                 f"{field}: the values of {', '.join(hidden)} are hidden from you "
                 f"(job {job_id} is not yours); give them with --env/--hp or copy a job of yours"
             )
+    for group in spec.get("instance_groups") or []:
+        env = group.get("environment") if isinstance(group, dict) else None
+        if isinstance(env, dict) and HIDDEN in env.values():
+            raise InvalidSpec(
+                f"instance group {group.get('name')}: its environment's values are hidden from "
+                f"you (job {job_id} is not yours); copy a job of yours"
+            )
     return spec

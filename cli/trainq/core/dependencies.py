@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 When = Literal["ok", "failed", "any"]
-_FORM = re.compile(r"^(group:)?([1-9][0-9]{0,17})(?::(ok|failed|any))?$")
+_FORM = re.compile(r"^(group:)?([1-9][0-9]{0,17})(?::(ok|failed|any))?\Z")
 _WORDS = {"ok": "succeed", "failed": "fail", "any": "end"}
 ENDED = frozenset({"COMPLETED", "FAILED", "STOPPED"})
 MAX_DEPENDENCIES = 64

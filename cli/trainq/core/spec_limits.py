@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 # An image reference as the engines accept it; never starting with "-" so it cannot be
 # mistaken for an engine flag.
-IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}\Z")
 
 # Variables trainq derives from the job itself; a job may not set them (docs/architecture.md).
 RESERVED_ENV = frozenset(

@@ -105,7 +105,7 @@ class ChannelSpec(StrictModel):
 # Metric definitions (SageMaker's MetricDefinitions): regexes over the trainer's output.
 MAX_METRIC_DEFINITIONS = 16
 MAX_METRIC_REGEX = 512
-METRIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}$")
+METRIC_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/-]{0,63}\Z")
 
 
 def compile_metric_regex(pattern: str) -> Any:

@@ -24,6 +24,15 @@ Search = Literal["grid", "random", "tpe"]
 EarlyStopping = Literal["none", "median", "asha", "hyperband", "pbt"]
 Number = float | int
 Choice = str | bool | int | float
+Count = int  # `int` is a field's name inside Dimension
+
+
+def _bounded(number: float) -> bool:
+    """A range's end: a finite float, or an integer within 64 bits (a larger one would
+    overflow on its way to a float, in this check or in the search)."""
+    if isinstance(number, int):
+        return -(2**63) <= number < 2**63
+    return math.isfinite(number)
 
 
 class _Strict(BaseModel):
@@ -46,7 +55,9 @@ class Dimension(_Strict):
         low_high = self.loguniform or self.uniform or self.int
         if low_high is not None:
             low, high = low_high
-            if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
+            if not (_bounded(low) and _bounded(high)):
+                raise ValueError(f"{given[0]}: each end must be a finite number within 64 bits")
+            if low >= high:
                 raise ValueError(
                     f"{given[0]} = [{low}, {high}]: the low end must be below the high"
                 )
@@ -57,6 +68,15 @@ class Dimension(_Strict):
     @property
     def kind(self) -> str:
         return next(k for k in ("loguniform", "uniform", "int", "choice") if getattr(self, k))
+
+    def grid_count(self) -> Count | None:
+        """How many values a discrete range holds (counted, never listed); None for a
+        continuous one."""
+        if self.choice is not None:
+            return len(self.choice)
+        if self.int is not None:
+            return self.int[1] - self.int[0] + 1
+        return None
 
     def grid_values(self) -> list[Choice] | None:
         """Every value of a discrete range; None for a continuous one."""
@@ -109,13 +129,13 @@ class TuneSettings(_Strict):
             return self
         size = 1
         for name, dimension in self.space.items():
-            values = dimension.grid_values()
-            if values is None:
+            count = dimension.grid_count()  # an int range of 10^12 is never listed
+            if count is None:
                 raise ValueError(
                     f"a grid search needs discrete ranges: {name} is {dimension.kind} "
                     "(use choice or int)"
                 )
-            size *= len(values)
+            size *= count
             if size > MAX_GRID:
                 raise ValueError(f"the grid has over {MAX_GRID} points")
         return self

@@ -103,6 +103,9 @@ async def admit(
     if spec.image is not None:
         find_engine(spec.engine, host.default_engine)
         check_image(spec.image, host.allowed_images)
+        for group in spec.instance_groups:  # a group's own image runs as the job's would
+            if group.image is not None:
+                check_image(group.image, host.allowed_images)
         if spec.run_as_root:
             authorizer.require_run_as_root(uid)
     if paths:

@@ -177,6 +177,9 @@ class Connection:
                 if not local_host(event):
                     await self._refuse(403, Forbidden(_NOT_LOCAL))
                     return None
+                if cross_origin(event):
+                    await self._refuse(403, Forbidden(_CROSS_ORIGIN))
+                    return None
                 # h11 bounds only an incomplete header block; one that arrived whole in a
                 # single read is measured here.
                 if _head_size(event) > limits.max_header_block:
@@ -434,6 +437,40 @@ def local_host(head: h11.Request) -> bool:
     return (
         "." not in name or name.endswith(".localhost") or _LOOPBACK_V4.fullmatch(name) is not None
     )
+
+
+_CROSS_ORIGIN = (
+    "a browser's page of another origin may not change anything here (its request's Origin "
+    "is not the address it was sent to)"
+)
+_SAFE_METHODS = (b"GET", b"HEAD", b"OPTIONS")
+
+
+def cross_origin(head: h11.Request) -> bool:
+    """Whether a browser sent this request, one that changes something, for a page of
+    another origin: a site the user's browser visits can POST to a forward of the socket
+    (`ssh -L`, Host `localhost`) without a preflight (no Content-Type, `no-cors`), and trainqd
+    would act as that user. Browsers say where a request comes from (`Sec-Fetch-Site`, else
+    `Origin`, which must then name the Host it was sent to); the CLI and the library send
+    neither. Reads are not refused: the browser keeps their answers from other origins."""
+    if head.method.upper() in _SAFE_METHODS:
+        return False
+    site = _header(head, b"sec-fetch-site")
+    if site is not None:
+        return site.lower() not in {"same-origin", "none"}
+    origin = _header(head, b"origin")
+    if origin is None:
+        return False
+    scheme, _, address = origin.lower().partition("://")
+    host = (_header(head, b"host") or "").lower()
+    return scheme not in {"http", "https"} or not host or address != host
+
+
+def _header(head: h11.Request, name: bytes) -> str | None:
+    for key, value in head.headers:
+        if key == name:
+            return value.decode("latin-1").strip()
+    return None
 
 
 def _head_size(head: h11.Request) -> int:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from trainq.core.nodes import is_gang, layout, split_gpus
 from trainq.core.reasons import Wait, WaitReason, own_reason, render
 from trainq.core.spec import JobSpec
+from trainq.core.spec_parts import InstanceGroup
 from trainq.core.states import JobState
 from trainq.core.wire import (
     AttemptRecord,
@@ -92,6 +93,7 @@ def visible_spec(spec: JobSpec, reveal: Sight) -> JobSpec:
     if reveal is Sight.PRIVATE:
         return spec.model_copy(
             update={
+                "instance_groups": _visible_groups(spec, reveal),
                 "name": None,
                 "command": None if spec.command is None else [HIDDEN],
                 "image": None if spec.image is None else HIDDEN,
@@ -101,12 +103,19 @@ def visible_spec(spec: JobSpec, reveal: Sight) -> JobSpec:
                 "channels": {},
                 "notify": None if spec.notify is None else [HIDDEN],
                 "source_dir": None if spec.source_dir is None else HIDDEN,
+                # Their names and patterns say what it computes; its metrics are the
+                # owner's anyway.
+                "metric_definitions": [],
             }
         )
-    if reveal is Sight.WHOLE or not (spec.environment or spec.hyperparameters or spec.notify):
+    grouped = any(group.environment for group in spec.instance_groups)
+    if reveal is Sight.WHOLE or not (
+        spec.environment or spec.hyperparameters or spec.notify or grouped
+    ):
         return spec
     return spec.model_copy(
         update={
+            "instance_groups": _visible_groups(spec, reveal),
             "environment": dict.fromkeys(spec.environment, HIDDEN),
             "hyperparameters": dict.fromkeys(spec.hyperparameters, HIDDEN),
             # A notify command often carries a webhook's token in its arguments.
@@ -166,17 +175,44 @@ def job_record(
         held_by=job.held_by if pending else None,
         boost=job.boost,
         timed_out=ended_by_time_limit(job),
-        nodes=node_records(job, dirs, attempts[-1] if attempts else None),
+        nodes=node_records(job, dirs, attempts[-1] if attempts else None, reveal),
         spec=visible_spec(job.spec, reveal),
     )
 
 
-def node_records(job: JobRow, dirs: JobDirs, latest: AttemptRow | None = None) -> list[NodeRecord]:
+def _visible_groups(spec: JobSpec, reveal: Sight) -> list[InstanceGroup]:
+    """A job of several nodes' groups as `visible_spec` shows the job: their environments'
+    values hidden; under `private_data` their names (numbered instead), commands and images
+    too, and their environments left out."""
+    if reveal is Sight.PRIVATE:
+        return [
+            group.model_copy(
+                update={
+                    "name": f"group-{i}",
+                    "command": None if group.command is None else [HIDDEN],
+                    "image": None if group.image is None else HIDDEN,
+                    "environment": {},
+                }
+            )
+            for i, group in enumerate(spec.instance_groups, 1)
+        ]
+    return [
+        group.model_copy(update={"environment": dict.fromkeys(group.environment, HIDDEN)})
+        for group in spec.instance_groups
+    ]
+
+
+def node_records(
+    job: JobRow,
+    dirs: JobDirs,
+    latest: AttemptRow | None = None,
+    reveal: Sight = Sight.WHOLE,
+) -> list[NodeRecord]:
     """A job of several nodes' nodes, each with its share of the GPUs it holds now and how
-    it ended the `latest` attempt, if that ended."""
+    it ended the `latest` attempt, if that ended (group names as `reveal` shows them)."""
     if not is_gang(job.spec):
         return []
-    nodes = layout(job.spec)
+    nodes = layout(visible_spec(job.spec, reveal) if reveal is Sight.PRIVATE else job.spec)
     holding = job.state in (JobState.RUNNING, JobState.STOPPING) and job.gpus
     shares = split_gpus(nodes, tuple(job.gpus)) if holding else [() for _ in nodes]
     ends = {end.name: end for end in latest.nodes} if latest is not None else {}

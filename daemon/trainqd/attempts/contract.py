@@ -75,7 +75,7 @@ def _decoded(value: str) -> Any:
     # The toolkit hands script-mode code hyperparameters decoded from JSON where they parse.
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than Python recurses: text
         return value
 
 

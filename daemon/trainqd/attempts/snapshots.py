@@ -49,7 +49,7 @@ def source_of(spec: JobSpec) -> str | None:
         return None
     try:
         value = json.loads(raw)  # the SageMaker SDK's hyperparameters are JSON
-    except ValueError:
+    except (ValueError, RecursionError):
         value = raw
     if not isinstance(value, str) or not value.startswith("/"):
         return None  # an S3 URI or a relative name: nothing of the host's to copy

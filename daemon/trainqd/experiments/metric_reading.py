@@ -72,19 +72,29 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _as_float(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else, or an integer no float holds."""
+    if not _is_number(value):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def json_line(line: str, into: AttemptMetrics) -> None:
     """`{"step": 3, "val_loss": 0.41}`: every numeric key but `step` is a report."""
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested deeper than Python recurses
         return
     if not isinstance(record, dict):
         return
-    given = record.get("step")
-    step = float(given) if isinstance(given, int | float) and _is_number(given) else None
-    for name, value in record.items():
-        if name != "step" and _is_number(value) and METRIC_NAME_RE.match(name):
-            into.report(name, step, float(value))
+    step = _as_float(record.get("step"))
+    for name, given in record.items():
+        value = _as_float(given)
+        if name != "step" and value is not None and METRIC_NAME_RE.match(name):
+            into.report(name, step, value)
 
 
 def _open_regular(directory: Path, names: tuple[str, ...]) -> int | None:

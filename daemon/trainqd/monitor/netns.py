@@ -1,19 +1,25 @@
 """The network of a job of several nodes under a root trainqd: each node in a network
 namespace of its own, joined to a bridge of the attempt's own (iproute2's `ip`).
 
-    gang monitor (root, the host's namespace)   ip link add <bridge> type bridge; up
+    gang monitor (root, the host's namespace)   ip link add <bridge> type bridge; no IPv6,
+                                                    no ARP answered; up
     node monitor (root, before anything else)   unshare(CLONE_NEWNET); "ready" to the gang
     gang monitor                                ip link add <veth> type veth peer name eth0
-                                                    netns <node monitor's pid>
+                                                    netns <node monitor's pid>; no IPv6
                                                 ip link set <veth> master <bridge> up; "go"
     node monitor (in its namespace)             lo up; eth0 <address>/24 up
-    gang monitor, at the end                    ip link del <bridge>
+    gang monitor, at the end                    ip link del <veth>...; ip link del <bridge>
 
 The bridge has no address on the host, and the host has no route to the nodes' subnet: no
 process outside the attempt (another user's job among them) can reach a node, and the nodes
-reach nothing but each other. Every node has its own addresses and ports: each may bind
-the same port, on every address. A node's end of its pair vanishes with its namespace; the
-bridge is the gang's to remove (or trainqd's, after a gang that vanished: leftovers.py).
+reach nothing but each other. No address means IPv6's link-local ones too: the kernel gives
+every interface that comes up one, which any user can work out from the bridge's table of
+the nodes' MACs, so IPv6 is off on the host's ends (the bridge, each pair's end on it)
+before they come up; the nodes keep theirs, and reach each other by it across the bridge.
+Nor does the host answer ARP through the bridge, which it would for any address of its own.
+Every node has its own addresses and ports: each may bind the same port, on every address.
+A node's end of its pair vanishes with its namespace; the bridge is the gang's to remove (or
+trainqd's, after a gang that vanished: leftovers.py).
 
 Standard library only: the monitor imports this; trainqd uses `bridge_name` and `remove`.
 """
@@ -40,12 +46,13 @@ def veth_name(bridge: str, rank: int) -> str:
     return f"tqv{bridge[3:11]}{rank:02d}"
 
 
-def _ip(*lines: list[str]) -> str | None:
+def _ip(*lines: list[str], force: bool = False) -> str | None:
     """Run `ip`, one command per line in one process (`ip -batch`: each `ip` started costs
     milliseconds on a busy host); None, or what went wrong in one line."""
     import subprocess  # noqa: PLC0415 (only jobs of several nodes pay for it)
 
-    argv = [IP, *lines[0]] if len(lines) == 1 else [IP, "-batch", "-"]
+    batch = [IP, "-force", "-batch", "-"] if force else [IP, "-batch", "-"]
+    argv = [IP, *lines[0]] if len(lines) == 1 else batch
     text = "".join(" ".join(line) + "\n" for line in lines) if len(lines) > 1 else None
     try:
         done = subprocess.run(
@@ -66,9 +73,44 @@ def _ip(*lines: list[str]) -> str | None:
     return None
 
 
+def _without_ipv6(interface: str) -> str | None:
+    """IPv6 off on one of the host's interfaces, before it is up (so it never gets its
+    link-local address); a host without IPv6 has nothing to turn off."""
+    if not os.path.exists("/proc/sys/net/ipv6"):
+        return None
+    return _sysctl(f"/proc/sys/net/ipv6/conf/{interface}/disable_ipv6", "1")
+
+
+def _answering_no_arp(bridge: str) -> str | None:
+    """The host answers no ARP request that comes through the bridge (arp_ignore 8): by
+    default it answers for every address of its own on any interface, so a node whose
+    subnet holds one of the host's addresses (a LAN's, an engine's bridge's) could send it
+    packets."""
+    return _sysctl(f"/proc/sys/net/ipv4/conf/{bridge}/arp_ignore", "8")
+
+
+def _sysctl(path: str, value: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    try:
+        os.write(fd, value.encode())
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    finally:
+        os.close(fd)
+    return None
+
+
 def make_bridge(bridge: str) -> str | None:
     remove(bridge)  # a launch of this very attempt that died before its monitor cleaned up
-    return _ip(["link", "add", "name", bridge, "type", "bridge"], ["link", "set", bridge, "up"])
+    return (
+        _ip(["link", "add", "name", bridge, "type", "bridge"])
+        or _without_ipv6(bridge)
+        or _answering_no_arp(bridge)
+        or _ip(["link", "set", bridge, "up"])
+    )
 
 
 def plug(bridge: str, veth: str, pid: int) -> str | None:
@@ -76,9 +118,12 @@ def plug(bridge: str, veth: str, pid: int) -> str | None:
     end is eth0."""
     if os.path.exists(f"/sys/class/net/{veth}"):  # a restarted node's, its namespace lingering
         _ip(["link", "del", veth])
-    return _ip(
-        ["link", "add", veth, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", str(pid)],
-        ["link", "set", veth, "master", bridge, "up"],
+    return (
+        _ip(
+            ["link", "add", veth, "type", "veth", "peer", "name", NODE_INTERFACE, "netns", str(pid)]
+        )
+        or _without_ipv6(veth)
+        or _ip(["link", "set", veth, "master", bridge, "up"])
     )
 
 
@@ -92,5 +137,16 @@ def configure(address: str) -> str | None:
 
 
 def remove(bridge: str) -> bool:
-    """Remove the bridge if it is there; whether it was."""
-    return os.path.exists(f"/sys/class/net/{bridge}") and _ip(["link", "del", bridge]) is None
+    """Remove the bridge and the host's ends of the pairs on it, if it is there; whether it
+    was. A pair would go with its node's namespace, but only once nothing holds that: the
+    job's owner may (a process of theirs that opened a trainer's /proc/PID/ns/net), and
+    the pair's end would stay on the host for good."""
+    if not os.path.exists(f"/sys/class/net/{bridge}"):
+        return False
+    try:
+        ports = sorted(os.listdir(f"/sys/class/net/{bridge}/brif"))
+    except OSError:
+        ports = []
+    # -force: a pair that went with its namespace meanwhile does not keep the rest.
+    _ip(*[["link", "del", port] for port in ports], ["link", "del", bridge], force=True)
+    return not os.path.exists(f"/sys/class/net/{bridge}")

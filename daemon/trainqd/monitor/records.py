@@ -300,11 +300,13 @@ def _time(raw: dict[str, Any], key: str, required: bool = False) -> Any:
     if value is None and not required:
         return None
     latest = time.time() + _FUTURE_SLACK
+    # The range first: it compares an integer of any size exactly, where isfinite would
+    # overflow converting it to a float.
     if (
         not isinstance(value, int | float)
         or isinstance(value, bool)
-        or not math.isfinite(value)
         or not 0 <= value <= latest
+        or not math.isfinite(value)
     ):
         raise ValueError(f"{key} is not a time between the epoch and tomorrow")
     return float(value)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainqd.planning import planner
 
-CLASS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+CLASS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}\Z")
 
 
 class JobClass(BaseModel):

@@ -18,6 +18,7 @@ from trainqd.access.admission import admit
 from trainqd.access.identity import account
 from trainqd.api.handlers.common import Handlers
 from trainqd.api.routing import INT64_MAX, Request, Response, Route, decimal
+from trainqd.api.views import REDACTED_REASON
 from trainqd.store import JobRow
 from trainqd.store.tunes import TrialRow, TuneRow
 
@@ -77,7 +78,9 @@ class TuneRoutes:
                     value=trial.value,
                     best=trial.best,
                     step=trial.step,
-                    reason=trial.reason,
+                    # A failed trial's is its job's failure reason (its stderr's tail):
+                    # the owner's and the admins', as views.py shows any job's.
+                    reason=trial.reason if reveal or trial.reason is None else REDACTED_REASON,
                     model_dir=str(self.api.dirs.ml_root(trial.job_id) / "model")
                     if reveal
                     else None,
