@@ -78,15 +78,17 @@ def torch_job(trainer: str, *args: str, nodes: int) -> dict[str, Any]:
     return container_job(trainer, *args, network=None, **spec)
 
 
+@pytest.mark.parametrize("which", ["podman_daemon", "docker_daemon"])
 def test_a_torch_all_reduce_and_ddp_across_container_nodes(
-    podman_daemon: Daemon, engine: Engine
+    which: str, request: pytest.FixtureRequest, engine: Engine
 ) -> None:
-    job = podman_daemon.submit(torch_job("torch_allreduce.py", nodes=2))
-    done = podman_daemon.wait_state(job["id"], timeout=240)
-    assert done["state"] == "COMPLETED", podman_daemon.cli("logs", str(job["id"])).stdout
+    daemon: Daemon = request.getfixturevalue(which)
+    job = daemon.submit(torch_job("torch_allreduce.py", nodes=2))
+    done = daemon.wait_state(job["id"], timeout=240)
+    assert done["state"] == "COMPLETED", daemon.cli("logs", str(job["id"])).stdout
     digests = set()
     for node in (1, 2):
-        out = podman_daemon.cli("logs", str(job["id"]), "--node", str(node)).stdout
+        out = daemon.cli("logs", str(job["id"]), "--stdout", "--node", str(node)).stdout
         # Rank 1 + 2, summed by gloo over the attempt's network, found by the host names.
         assert f"algo-{node} rank {node - 1} of 2: sum 3\n" in out, out
         found = re.search(r"weights ([0-9a-f]{16})", out)
