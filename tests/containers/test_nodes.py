@@ -78,19 +78,22 @@ def torch_job(trainer: str, *args: str, nodes: int) -> dict[str, Any]:
     return container_job(trainer, *args, network=None, **spec)
 
 
-@pytest.mark.parametrize("which", ["podman_daemon", "docker_daemon"])
+@pytest.mark.parametrize(
+    ("which", "nodes"), [("podman_daemon", 2), ("podman_daemon", 4), ("docker_daemon", 2)]
+)
 def test_a_torch_all_reduce_and_ddp_across_container_nodes(
-    which: str, request: pytest.FixtureRequest, engine: Engine
+    which: str, nodes: int, request: pytest.FixtureRequest, engine: Engine
 ) -> None:
     daemon: Daemon = request.getfixturevalue(which)
-    job = daemon.submit(torch_job("torch_allreduce.py", nodes=2))
+    job = daemon.submit(torch_job("torch_allreduce.py", nodes=nodes))
     done = daemon.wait_state(job["id"], timeout=240)
     assert done["state"] == "COMPLETED", daemon.cli("logs", str(job["id"])).stdout
+    expected = nodes * (nodes + 1) // 2  # each rank's rank + 1, summed by gloo
     digests = set()
-    for node in (1, 2):
+    for node in range(1, nodes + 1):
         out = daemon.cli("logs", str(job["id"]), "--stdout", "--node", str(node)).stdout
-        # Rank 1 + 2, summed by gloo over the attempt's network, found by the host names.
-        assert f"algo-{node} rank {node - 1} of 2: sum 3\n" in out, out
+        # Over the attempt's network, the peers found by their host names alone.
+        assert f"algo-{node} rank {node - 1} of {nodes}: sum {expected}\n" in out, out
         found = re.search(r"weights ([0-9a-f]{16})", out)
         assert found is not None, out
         digests.add(found.group(1))
