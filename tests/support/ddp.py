@@ -13,11 +13,14 @@ STALL_AFTER = 3  # where a run to be paused stalls (--stall-after)
 
 
 def node_logs(daemon: Daemon, job_id: int, nodes: int) -> list[str]:
-    """Each node's stdout in the job's last attempt (the engine may warn on stderr)."""
-    return [
-        daemon.cli("logs", str(job_id), "--stdout", "--node", str(node)).stdout
-        for node in range(1, nodes + 1)
-    ]
+    """Each node's stdout in the job's last attempt (the engine may warn on stderr), from
+    the API: polled while torch's nodes share the CPUs, a CLI per node would slow them."""
+    logs = []
+    for node in range(1, nodes + 1):
+        answer = daemon.get(f"/v1/jobs/{job_id}/logs", params={"stream": "stdout", "node": node})
+        assert answer.status_code == 200, answer.text
+        logs.append(answer.text)
+    return logs
 
 
 def final_weights(daemon: Daemon, job_id: int, nodes: int) -> str:
