@@ -10,10 +10,12 @@ between one node's save and another's, so at start the nodes agree on the least 
 all hold (an all-reduce of MIN) and each loads that one. At the end each prints its weights'
 digest, and rank 0 saves the model into its model/.
 
-usage: torch_ddp.py STEPS [--stall-after K]
+usage: torch_ddp.py STEPS [--stall-after K] [--crash-after K]
     --stall-after K  on a fresh start (no checkpoint), the last rank stops after step K
                      without saving it and waits to be stopped, the others blocked in step
                      K + 1: a stand-in for a long step that trainq stops (`trainq hold`)
+    --crash-after K  on a fresh start, every node exits 139 (a crash's status, which trainq
+                     retries) once it saved step K
 """
 
 import argparse
@@ -31,6 +33,7 @@ SEED = 1234
 parser = argparse.ArgumentParser()
 parser.add_argument("steps", type=int)
 parser.add_argument("--stall-after", type=int, default=0)
+parser.add_argument("--crash-after", type=int, default=0)
 args = parser.parse_args()
 
 torch.set_num_threads(1)  # the same sums in the same order, run after run
@@ -106,6 +109,9 @@ for step in range(start + 1, args.steps + 1):
     for old in saved_steps()[:-2]:
         os.remove(checkpoint_path(old))
     print(f"{host} step {step} loss {loss.item():.6f}", flush=True)
+    if start == 0 and step == args.crash_after:
+        print(f"{host} crashes after step {step}", flush=True)
+        os._exit(139)  # at once, as a crash does: no clean-up of the process group
 
 print(f"{host} weights {digest(net)} after step {args.steps}", flush=True)
 if rank == 0:
