@@ -4,7 +4,10 @@
   node submitted together (one request), each trainer stamping its start (bash's clock);
 - all-reduce: 256 MiB across 4 nodes (torch.distributed, gloo, CPU; Debian's python3-torch),
   run as a job of 4 subprocess nodes (under a root trainqd: a network namespace each, on the
-  attempt's bridge) against the same 4 processes started directly on the host's loopback.
+  attempt's bridge) and as a job of 4 podman container nodes (on the attempt's network of
+  the engine's), each against the same 4 processes started directly on the host's loopback.
+  The containers run the container tests' torch image (tests/containers/prepare, run here
+  first) with this benchmark's all-reduce copied in (localhost/trainq-bench:allreduce).
 
 Run from the repository root as root: `.venv/bin/python bench/nodes.py [--rounds N]`.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -21,9 +25,12 @@ import time
 from pathlib import Path
 
 from common import Client, load, machine, poll_until, ratio, running_daemon
+from containers import CONTAINERS_CONF, PREPARE, engine_turn
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 ALLREDUCE = Path(__file__).resolve().parent / "trainers" / "allreduce.py"
+TORCH_IMAGE = "localhost/trainq-test:torch"  # the test trainers beside python3-torch
+BENCH_IMAGE = "localhost/trainq-bench:allreduce"
 NODES = 4
 STAMP = 'printf "start %s %s\\n" "$EPOCHREALTIME" "$1" >> "$0"'
 
@@ -77,12 +84,34 @@ def gang_start(rounds: int) -> tuple[float, float]:
 
 
 def allreduce_in_trainq(mib: int, rounds: int) -> float:
-    with running_daemon(gpus="fake:1") as daemon, daemon.client() as client:
-        spec = {
-            "command": [SYSTEM_PYTHON, str(ALLREDUCE), str(mib), str(rounds)],
-            "instance_count": NODES,
-            "max_retries": 0,
-        }
+    spec = {"command": [SYSTEM_PYTHON, str(ALLREDUCE), str(mib), str(rounds)]}
+    return allreduce_job(spec)
+
+
+def bench_image(podman: str) -> None:
+    """BENCH_IMAGE: the torch test image with the all-reduce beside the test trainers, where
+    the image's entrypoint finds it by the job's TRAINER."""
+    subprocess.run([str(PREPARE)], check=True)
+    with tempfile.TemporaryDirectory() as context:
+        shutil.copy(ALLREDUCE, Path(context) / "allreduce.py")
+        os.chmod(Path(context) / "allreduce.py", 0o644)
+        (Path(context) / "Containerfile").write_text(
+            f"FROM {TORCH_IMAGE}\nCOPY allreduce.py /opt/trainq/trainers/bench_allreduce.py\n"
+        )
+        build = [podman, "build", "--quiet", "--pull=never", "--tag", BENCH_IMAGE, context]
+        subprocess.run(build, check=True, stdout=subprocess.DEVNULL)
+
+
+def allreduce_in_containers(mib: int, rounds: int) -> float:
+    environment = {"TRAINER": "bench_allreduce.py", "TRAINER_ARGS": f"{mib} {rounds}"}
+    spec = {"image": BENCH_IMAGE, "environment": environment}
+    return allreduce_job(spec, default_engine="podman")
+
+
+def allreduce_job(spec: dict[str, object], **config: object) -> float:
+    """The median all-reduce that the first of NODES nodes of a job of SPEC reports."""
+    with running_daemon(gpus="fake:1", **config) as daemon, daemon.client() as client:
+        spec = {**spec, "instance_count": NODES, "max_retries": 0}
         job_id = int(client.submit(spec)["id"])
         done = poll_until(
             lambda: (job := client.job(job_id))["state"] in ("COMPLETED", "FAILED") and job,
@@ -136,6 +165,19 @@ def main() -> int:
         f"{NODES} nodes in trainq {ours:.3f} s, {NODES} processes on the host's loopback "
         f"{host:.3f} s: {ratio(ours, host)}"
     )
+    podman = shutil.which("podman")
+    if podman is None:
+        print("all-reduce across container nodes: not measured, podman is not installed")
+    else:
+        os.environ["CONTAINERS_CONF"] = str(CONTAINERS_CONF)  # for prepare and trainqd
+        with engine_turn():
+            bench_image(podman)
+            contained = allreduce_in_containers(args.mib, args.reduces)
+        print(
+            f"all-reduce of {args.mib} MiB across {NODES} nodes, median of {args.reduces}: "
+            f"{NODES} container nodes on the attempt's engine network {contained:.3f} s, "
+            f"{NODES} processes on the host's loopback {host:.3f} s: {ratio(contained, host)}"
+        )
     print(load())
     return 0
 

@@ -21,6 +21,7 @@ PREPARE = HERE / "prepare"
 CONTAINERS_CONF = HERE / "containers.conf"
 IMAGE = "localhost/trainq-test:latest"
 NO_ENTRYPOINT_IMAGE = "localhost/trainq-test:no-entrypoint"
+TORCH_IMAGE = "localhost/trainq-test:torch"  # the trainers beside Debian's python3-torch
 CONTAINER_PREFIX = "trainq-"
 SUBMITTER = "tq-cuser"  # the non-root submitter of the ownership tests
 SUBMITTER_GROUP = "tq-cgroup"  # a supplementary group of theirs
