@@ -1,0 +1,74 @@
+"""Under a root trainqd the engine's network of a container job of several nodes gives the
+host an address and a route to every node: a table of trainq's own in nftables
+(monitor/enginewall.py) keeps the host's users off it. Another user on the host and that
+user's job, knowing a listening node's address and port, cannot connect to it; the nodes
+still meet (test_nodes.py), and the table goes with the attempt."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.accounts import User
+from tests.support.containers import Engine, container_job, firewall_tables
+from tests.support.daemon import Daemon
+from tests.support.users import http_as, submit_as
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.containers
+
+# Connect to the address and port given, and say how it went.
+KNOCK = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("connected")
+except OSError as exc:
+    print("refused:", exc)
+"""
+
+
+def address_and_port(engine: Engine, container: str) -> tuple[str, str]:
+    networks = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+    address = engine.run("inspect", container, "--format", networks).stdout.strip()
+    env = engine.run("inspect", container, "--format", "{{range .Config.Env}}{{println .}}{{end}}")
+    ports = [
+        line.split("=", 1)[1] for line in env.stdout.splitlines() if line.startswith("PADDLE_PORT=")
+    ]
+    assert address, address
+    assert ports, env.stdout
+    return address, ports[0]
+
+
+def test_the_hosts_users_cannot_reach_a_container_node(
+    podman_daemon: Daemon, engine: Engine, submitter: User
+) -> None:
+    spec = container_job("gang_node.py", "sleep", network=None, instance_count=2, max_retries=0)
+    gang = podman_daemon.submit(spec)
+    job = str(gang["id"])
+
+    def node_log() -> str:
+        return str(podman_daemon.cli("logs", job, "--node", "1").stdout)
+
+    wait_for(lambda: "listening" in node_log(), timeout=90, what="the first node to listen")
+    first = next(name for name in engine.job_containers() if name.endswith("-algo-1"))
+    address, port = address_and_port(engine, first)
+    table = first.removesuffix("-algo-1")  # named as the engine's network
+    assert table in firewall_tables()
+
+    # Another user on the host, and that user's job, try the node's address and port.
+    nobody = User.lookup("nobody")
+    tried = nobody.run(["python3", "-c", KNOCK, address, port])
+    assert tried.stdout.startswith("refused"), tried
+    knock = {"command": ["python3", "-c", KNOCK, address, port], "max_retries": 0}
+    attempt = submit_as(podman_daemon, submitter, knock)
+    done = podman_daemon.wait_state(attempt["id"], timeout=60)
+    assert done["state"] == "COMPLETED", done
+    said = podman_daemon.cli("logs", str(attempt["id"])).stdout
+    assert said.startswith("refused"), said
+    assert "accepted" not in node_log()  # no knock reached it
+
+    assert podman_daemon.job(gang["id"])["state"] == "RUNNING"  # untouched
+    assert http_as(podman_daemon, submitter, "GET", "/v1/jobs")[0] == 200  # trainqd serves on
+    podman_daemon.cli("stop", job)
+    assert podman_daemon.wait_state(gang["id"], timeout=90)["state"] == "STOPPED"
+    assert table not in firewall_tables()
