@@ -23,8 +23,20 @@ try:
     socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
     print("connected")
 except OSError as exc:
-    print("refused:", exc)
+    print("refused:", type(exc).__name__, exc)
 """
+
+
+def link_local(engine: Engine, container: str, network: str) -> str:
+    """The container's IPv6 link-local address (its MAC's EUI-64), through the bridge."""
+    networks = "{{range .NetworkSettings.Networks}}{{.MacAddress}}{{end}}"
+    mac = bytes.fromhex(
+        engine.run("inspect", container, "--format", networks).stdout.strip().replace(":", "")
+    )
+    eui = bytes([mac[0] ^ 2, *mac[1:3], 0xFF, 0xFE, *mac[3:]])
+    bridge = engine.run("network", "inspect", network, "--format", "{{.NetworkInterface}}")
+    address = "fe80::" + ":".join(eui[i : i + 2].hex() for i in range(0, 8, 2))
+    return f"{address}%{bridge.stdout.strip()}"
 
 
 def address_and_port(engine: Engine, container: str) -> tuple[str, str]:
@@ -59,6 +71,11 @@ def test_the_hosts_users_cannot_reach_a_container_node(
     nobody = User.lookup("nobody")
     tried = nobody.run(["python3", "-c", KNOCK, address, port])
     assert tried.stdout.startswith("refused"), tried
+    # And through the bridge, to the node's link-local address: the node listens on its
+    # IPv4 address alone, so a knock that reached it would be reset by it (refused).
+    tried = nobody.run(["python3", "-c", KNOCK, link_local(engine, first, table), port])
+    assert tried.stdout.startswith("refused"), tried
+    assert "ConnectionRefusedError" not in tried.stdout, tried
     knock = {"command": ["python3", "-c", KNOCK, address, port], "max_retries": 0}
     attempt = submit_as(podman_daemon, submitter, knock)
     done = podman_daemon.wait_state(attempt["id"], timeout=60)
