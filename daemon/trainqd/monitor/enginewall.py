@@ -53,7 +53,10 @@ def parse_inspect(text: str) -> tuple[list[str], str | None]:
                 bridge = "br-" + item["Id"][:12]
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise Unavailable(f"unreadable network inspect output ({exc!r})") from None
-    nets = [ipaddress.ip_network(s, strict=False) for s in subnets]
+    try:
+        nets = [ipaddress.ip_network(s, strict=False) for s in subnets]
+    except ValueError as exc:
+        raise Unavailable(f"unreadable subnet ({exc})") from None
     if not nets:
         raise Unavailable("the network has no subnet")
     if bridge is not None and not (isinstance(bridge, str) and _NAME.fullmatch(bridge)):
