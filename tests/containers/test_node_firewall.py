@@ -51,15 +51,17 @@ def address_and_port(engine: Engine, container: str) -> tuple[str, str]:
     return address, ports[0]
 
 
+@pytest.mark.parametrize("which", ["podman_daemon", "docker_daemon"])
 def test_the_hosts_users_cannot_reach_a_container_node(
-    podman_daemon: Daemon, engine: Engine, submitter: User
+    which: str, request: pytest.FixtureRequest, engine: Engine, submitter: User
 ) -> None:
+    daemon: Daemon = request.getfixturevalue(which)
     spec = container_job("gang_node.py", "sleep", network=None, instance_count=2, max_retries=0)
-    gang = podman_daemon.submit(spec)
+    gang = daemon.submit(spec)
     job = str(gang["id"])
 
     def node_log() -> str:
-        return str(podman_daemon.cli("logs", job, "--node", "1").stdout)
+        return str(daemon.cli("logs", job, "--node", "1").stdout)
 
     wait_for(lambda: "listening" in node_log(), timeout=90, what="the first node to listen")
     first = next(name for name in engine.job_containers() if name.endswith("-algo-1"))
@@ -77,15 +79,15 @@ def test_the_hosts_users_cannot_reach_a_container_node(
     assert tried.stdout.startswith("refused"), tried
     assert "ConnectionRefusedError" not in tried.stdout, tried
     knock = {"command": ["python3", "-c", KNOCK, address, port], "max_retries": 0}
-    attempt = submit_as(podman_daemon, submitter, knock)
-    done = podman_daemon.wait_state(attempt["id"], timeout=60)
+    attempt = submit_as(daemon, submitter, knock)
+    done = daemon.wait_state(attempt["id"], timeout=60)
     assert done["state"] == "COMPLETED", done
-    said = podman_daemon.cli("logs", str(attempt["id"])).stdout
+    said = daemon.cli("logs", str(attempt["id"])).stdout
     assert said.startswith("refused"), said
     assert "accepted" not in node_log()  # no knock reached it
 
-    assert podman_daemon.job(gang["id"])["state"] == "RUNNING"  # untouched
-    assert http_as(podman_daemon, submitter, "GET", "/v1/jobs")[0] == 200  # trainqd serves on
-    podman_daemon.cli("stop", job)
-    assert podman_daemon.wait_state(gang["id"], timeout=90)["state"] == "STOPPED"
+    assert daemon.job(gang["id"])["state"] == "RUNNING"  # untouched
+    assert http_as(daemon, submitter, "GET", "/v1/jobs")[0] == 200  # trainqd serves on
+    daemon.cli("stop", job)
+    assert daemon.wait_state(gang["id"], timeout=90)["state"] == "STOPPED"
     assert table not in firewall_tables()

@@ -31,10 +31,13 @@ def test_podmans_subnets_and_bridge() -> None:
     assert enginewall.parse_inspect(json.dumps(PODMAN)) == (["10.89.3.0/24"], "podman4")
 
 
-def test_dockers_subnets_and_default_bridge_name() -> None:
+def test_dockers_subnets_and_the_bridge_trainq_named() -> None:
     subnets, bridge = enginewall.parse_inspect(json.dumps(DOCKER))
     assert subnets == ["172.18.0.0/16", "fd00:1::/64"]
-    assert bridge == "br-0123456789ab"
+    assert bridge is None  # podman's Docker-compatible service does not say
+    named = enginewall.docker_bridge("trainq-ab12-3-1")
+    assert len(named) <= 15
+    assert named != enginewall.docker_bridge("trainq-ab12-3-2")
 
 
 def test_the_rules_drop_what_non_root_sends_in_and_what_is_routed_in() -> None:

@@ -13,6 +13,7 @@ them. No other table is read or touched.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import os
@@ -37,6 +38,13 @@ def nft_path() -> str:
     return found
 
 
+def docker_bridge(network: str) -> str:
+    """The bridge name trainq gives a network it makes with docker's CLI: docker's own
+    default (br-ID) is not what podman's Docker-compatible service uses, and neither says
+    which it took. Within Linux's 15 characters."""
+    return "tqe" + hashlib.sha256(network.encode()).hexdigest()[:11]
+
+
 def parse_inspect(text: str) -> tuple[list[str], str | None]:
     """The subnets and bridge of `network inspect`'s JSON, podman's or docker's."""
     try:
@@ -48,9 +56,7 @@ def parse_inspect(text: str) -> tuple[list[str], str | None]:
         else:  # docker
             subnets = [str(c["Subnet"]) for c in (item.get("IPAM") or {}).get("Config") or []]
             options = item.get("Options") or {}
-            bridge = options.get("com.docker.network.bridge.name")
-            if not bridge and isinstance(item.get("Id"), str):
-                bridge = "br-" + item["Id"][:12]
+            bridge = options.get("com.docker.network.bridge.name") or None
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         raise Unavailable(f"unreadable network inspect output ({exc!r})") from None
     try:
@@ -64,15 +70,14 @@ def parse_inspect(text: str) -> tuple[list[str], str | None]:
     return [str(n) for n in nets], bridge
 
 
-def ruleset(network: str, subnets: list[str], bridge: str | None) -> str:
+def ruleset(network: str, subnets: list[str], bridge: str) -> str:
     """The nft script of `network`'s table."""
     out, forward = [], []
     for subnet in subnets:
         family = "ip6" if ipaddress.ip_network(subnet).version == 6 else "ip"
         out.append(f"{family} daddr {subnet} meta skuid != 0 drop")
         forward.append(f"{family} daddr {subnet} {family} saddr != {subnet} drop")
-    if bridge is not None:
-        out.append(f'oifname "{bridge}" meta skuid != 0 drop')
+    out.append(f'oifname "{bridge}" meta skuid != 0 drop')
     lines = [
         f"table inet {network} {{",
         "  chain host_out {",
@@ -100,11 +105,15 @@ def _nft(args: list[str], script: str | None = None) -> subprocess.CompletedProc
     )
 
 
-def add(network: str, inspected: str) -> None:
-    """`network`'s table, from its `network inspect` output; Unavailable if it cannot be."""
+def add(network: str, inspected: str, bridge: str | None = None) -> None:
+    """`network`'s table, from its `network inspect` output (and its bridge, when trainq
+    named it); Unavailable if it cannot be."""
     if not _NAME.fullmatch(network):
         raise Unavailable(f"unexpected network name {network!r}")
-    subnets, bridge = parse_inspect(inspected)
+    subnets, found = parse_inspect(inspected)
+    bridge = bridge or found
+    if bridge is None:
+        raise Unavailable("the network's bridge is unknown")
     remove(network)  # a stale one of an attempt of the same name: replaced, not doubled
     try:
         done = _nft(["-f", "-"], ruleset(network, subnets, bridge))

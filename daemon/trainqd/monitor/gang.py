@@ -218,6 +218,8 @@ class GangSupervisor(TrainerSupervisor):
 
         if what == "create":
             argv = [engine.engine_path, "network", "create", "--internal", engine.name]
+            if engine.engine == "docker":  # a bridge of a known name (enginewall.py)
+                argv[-1:-1] = ["--opt", f"com.docker.network.bridge.name={self._bridge()}"]
         else:
             argv = [engine.engine_path, "network", "rm", "--force", engine.name]
         try:
@@ -251,13 +253,20 @@ class GangSupervisor(TrainerSupervisor):
                 problem = f"network inspect exited {done.returncode}"
         if problem is None:
             try:
-                enginewall.add(engine.name, done.stdout.decode("utf-8", "replace"))
+                inspected = done.stdout.decode("utf-8", "replace")
+                enginewall.add(engine.name, inspected, self._bridge())
             except enginewall.Unavailable as exc:
                 problem = str(exc)
         if problem is None:
             return None
         self._engine_network("remove")
         return f"cannot keep the host's users off the network {engine.name}: {problem}"
+
+    def _bridge(self) -> str | None:
+        """The engine network's bridge when trainq names it (docker's CLI), else None."""
+        engine = self.launch.container
+        assert engine is not None
+        return enginewall.docker_bridge(engine.name) if engine.engine == "docker" else None
 
     # -- the nodes ---------------------------------------------------------------------
 
