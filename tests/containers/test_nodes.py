@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.containers import TORCH_IMAGE, Engine, container_job
+from tests.support.containers import TORCH_IMAGE, Engine, container_job, firewall_tables
 from tests.support.daemon import Daemon
 from tests.support.ddp import STALL_AFTER, STEPS, final_weights, pause_mid_way_and_resume
 from tests.support.nodes import gang_monitor
@@ -46,6 +46,7 @@ def test_container_nodes_meet_by_name(
     assert "algo-3 got total=3" in logs[2]
     wait_for(lambda: not engine.job_containers(), timeout=30, what="the containers to go")
     assert networks(engine) == []
+    assert firewall_tables() == []
 
 
 def test_a_failing_container_node_ends_the_others(podman_daemon: Daemon, engine: Engine) -> None:
@@ -68,6 +69,7 @@ def test_a_container_gang_whose_monitor_vanished_leaves_nothing(
     # trainqd takes the attempt for lost: its containers and its network go.
     wait_for(lambda: not engine.job_containers(), timeout=90, what="the containers to go")
     wait_for(lambda: not networks(engine), timeout=30, what="the network to go")
+    wait_for(lambda: not firewall_tables(), timeout=30, what="its firewall to go")
     podman_daemon.cli("stop", str(job["id"]))
     assert podman_daemon.wait_state(job["id"], timeout=60)["state"] == "STOPPED"
     assert not networks(engine)

@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -172,6 +173,26 @@ class Engine:
         networks = [name for name in listed if name.startswith(CONTAINER_PREFIX)]
         if networks:
             self.run("network", "rm", "--force", *networks)
+        remove_firewalls()
+
+
+def firewall_tables() -> list[str]:
+    """The names of the nftables tables of trainq's (monitor/enginewall.py): `inet trainq-*`."""
+    listed = subprocess.run(
+        ["nft", "list", "tables"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    words = [line.split() for line in listed.splitlines()]
+    return [
+        w[2] for w in words if len(w) == 3 and w[1] == "inet" and w[2].startswith(CONTAINER_PREFIX)
+    ]
+
+
+def remove_firewalls() -> None:
+    """And the tables of those networks, a root's."""
+    if os.geteuid() != 0 or shutil.which("nft") is None:
+        return
+    for name in firewall_tables():
+        subprocess.run(["nft", "delete", "table", "inet", name], timeout=30, check=False)
 
 
 @contextlib.contextmanager

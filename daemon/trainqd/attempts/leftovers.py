@@ -21,7 +21,7 @@ import time
 import psutil
 import structlog
 
-from trainqd.monitor import cgroup, netns
+from trainqd.monitor import cgroup, enginewall, netns
 from trainqd.monitor.container import remove_argv_of, run_bounded
 from trainqd.monitor.mounts import release as release_mounts
 from trainqd.monitor.procfs import read_stat
@@ -103,6 +103,7 @@ def kill_attempt(ml_root: str, job_id: int, attempt: int, container: tuple[str, 
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 argv = [engine_path, "network", "rm", "--force", name]
                 run_bounded(argv, None, ENGINE_RM_TIMEOUT)
+            enginewall.remove(name)  # and the firewall that kept the host's users off it
     # Last, once the engine has stopped the container: the cgroup holds the engine's own
     # helpers (podman's conmon), without which it could not stop it cleanly.
     in_cgroup = end_attempt_cgroup(ml_root, job_id, attempt)

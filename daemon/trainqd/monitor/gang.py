@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, replace
 
 from trainq.core.outcomes import Ending, ExitRecord, NodeEnd, Outcome
-from trainqd.monitor import cgroup, container, libc, netns, procfs
+from trainqd.monitor import cgroup, container, enginewall, libc, netns, procfs
 from trainqd.monitor import log as monitor_log
 from trainqd.monitor.log import log
 from trainqd.monitor.outcome import Stop
@@ -176,6 +176,8 @@ class GangSupervisor(TrainerSupervisor):
             return early
         if self.launch.container is not None:
             problem = self._engine_network("create")
+            if problem is None:
+                problem = self._engine_firewall()
             if problem is not None:
                 log(problem)
                 self._enter(Phase.ENDING)
@@ -204,6 +206,7 @@ class GangSupervisor(TrainerSupervisor):
             problem = self._engine_network("remove")
             if problem is not None:
                 log(problem)
+            enginewall.remove(self.launch.container.name)
         return self._conclude_gang()
 
     def _engine_network(self, what: str) -> str | None:
@@ -215,6 +218,8 @@ class GangSupervisor(TrainerSupervisor):
 
         if what == "create":
             argv = [engine.engine_path, "network", "create", "--internal", engine.name]
+            if engine.engine == "docker":  # a bridge of a known name (enginewall.py)
+                argv[-1:-1] = ["--opt", f"com.docker.network.bridge.name={self._bridge()}"]
         else:
             argv = [engine.engine_path, "network", "rm", "--force", engine.name]
         try:
@@ -227,6 +232,41 @@ class GangSupervisor(TrainerSupervisor):
                 f"cannot {what} the network {engine.name}: {said[-1] if said else done.returncode}"
             )
         return None
+
+    def _engine_firewall(self) -> str | None:
+        """Under a root trainqd, the host's other users kept off the engine's network
+        (enginewall.py); None, or what went wrong (the network is removed then)."""
+        engine = self.launch.container
+        assert engine is not None
+        if os.geteuid() != 0:
+            return None  # a personal engine's networks are in its own network namespace
+        import subprocess  # noqa: PLC0415 (container gangs only)
+
+        argv = [engine.engine_path, "network", "inspect", engine.name]
+        problem = None
+        try:
+            done = container.run_bounded(argv, self.launch.env, ENGINE_NETWORK_TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problem = f"network inspect failed: {exc}"
+        else:
+            if done.returncode != 0:
+                problem = f"network inspect exited {done.returncode}"
+        if problem is None:
+            try:
+                inspected = done.stdout.decode("utf-8", "replace")
+                enginewall.add(engine.name, inspected, self._bridge())
+            except enginewall.Unavailable as exc:
+                problem = str(exc)
+        if problem is None:
+            return None
+        self._engine_network("remove")
+        return f"cannot keep the host's users off the network {engine.name}: {problem}"
+
+    def _bridge(self) -> str | None:
+        """The engine network's bridge when trainq names it (docker's CLI), else None."""
+        engine = self.launch.container
+        assert engine is not None
+        return enginewall.docker_bridge(engine.name) if engine.engine == "docker" else None
 
     # -- the nodes ---------------------------------------------------------------------
 
@@ -421,6 +461,7 @@ class GangSupervisor(TrainerSupervisor):
             netns.remove(self.launch.network)
         if self.launch.container is not None:
             self._engine_network("remove")
+            enginewall.remove(self.launch.container.name)
 
     def _conclude_gang(self) -> Ending:
         """The attempt ends as its failing node did; else as the first node that did not
