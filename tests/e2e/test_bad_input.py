@@ -63,6 +63,11 @@ def test_malformed_spec_files(daemon: Daemon, tmp_path: Path) -> None:
     result = daemon.cli("submit", "-f", str(unknown_key))
     assert result.returncode == 2
     assert "gpu: unknown key" in one_line(result)
+    misspelt_command = tmp_path / "typo.toml"
+    misspelt_command.write_text('comand = ["true"]\ngpus = 1\n')
+    result = daemon.cli("submit", "-f", str(misspelt_command))
+    assert result.returncode == 2
+    assert one_line(result) == "trainq: spec: comand: unknown key"
     missing = daemon.cli("submit", "-f", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2
     assert "nope.toml" in one_line(missing)
