@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import Daemon, scratch_dir, supervised
+from tests.support.daemon import TRAINQ, Daemon, scratch_dir, supervised
 from tests.support.paddle import paddle_venv
 from trainq.core.nodes import layout
 from trainq.core.spec import parse_spec
@@ -103,6 +103,10 @@ def test_the_quick_start_runs_as_written(readme_daemon: Daemon, clone: Path) -> 
     assert job["state"] == "COMPLETED"
     ml_root = readme_daemon.state_dir / "jobs" / "1" / "ml"
     assert (ml_root / "model" / "model.json").is_file()
+    # Where the README says the model is, from what `trainq show` prints.
+    told = re.search(r"model is `([^`]+)` in its [^(]*\(`job_dir` in `trainq show`\)", README)
+    assert told, "the quick start no longer says where the model is"
+    assert (Path(job["job_dir"]) / told.group(1)).is_file(), (job["job_dir"], told.group(1))
     assert (ml_root / "checkpoints" / "state.json").is_file()
 
 
@@ -174,3 +178,49 @@ def test_the_paddle_example_runs_as_written(
         assert found, log
         first, last = map(float, found.groups())
         assert last < first / 4, log
+
+
+def synopses() -> dict[str, str]:
+    """The Commands section's synopsis of each command, FILTERS spelt out where used."""
+    block = blocks(section("Commands"), "")[0]
+    filters_line = re.search(r"^\s*FILTERS:(.*)$", block, re.M)
+    assert filters_line, "the synopsis no longer spells out FILTERS"
+    filters = filters_line.group(1)
+    block = block.replace(filters_line.group(0), "")
+    found: dict[str, str] = {}
+    for part in re.split(r"(?=\btrainq [a-z]+)", block):
+        if part.startswith("trainq "):
+            name = part.split()[1]
+            found[name] = found.get(name, "") + part.replace("FILTERS", filters)
+    return found
+
+
+def help_flags(command: str) -> list[tuple[str, ...]]:
+    """Each option of `trainq COMMAND --help`: its long name, and its short one if any."""
+    done = subprocess.run(
+        [TRAINQ, command, "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+        timeout=60,
+        check=True,
+    )
+    rows = re.findall(r"^│ (--[a-z0-9-]+)(?:\s+(-[a-zA-Z])\b)?", done.stdout, re.M)
+    return [tuple(name for name in row if name) for row in rows]
+
+
+# Options every command has, or that the README gives with another command's.
+NOT_IN_SYNOPSES = {"--help", "--socket"}
+
+
+@pytest.mark.parametrize("command", sorted(set(synopses()) - {"export", "tune"}))
+def test_the_commands_synopsis_lists_every_option(command: str) -> None:
+    """export takes submit's flags, tune its subcommands', as the synopsis says."""
+    synopsis = synopses()[command]
+    missing = [
+        names[0]
+        for names in help_flags(command)
+        if names[0] not in NOT_IN_SYNOPSES
+        and not any(re.search(rf"{re.escape(n)}(?![a-z0-9-])", synopsis) for n in names)
+    ]
+    assert not missing, f"README's `trainq {command}` synopsis lacks {missing}"
