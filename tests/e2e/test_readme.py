@@ -123,7 +123,7 @@ def test_the_api_examples_run_as_written(readme_daemon: Daemon, clone: Path) -> 
 
 def test_the_python_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
     [example] = blocks(section("From Python"), "python")
-    done = run(example, readme_daemon, clone / "examples", sys.executable, "-c")
+    done = run(example, readme_daemon, clone, sys.executable, "-c")  # where the quick start is
     assert done.returncode == 0, done.stderr
     lines: list[Any] = done.stdout.splitlines()
     assert lines[:3] == [f"lr-{lr} COMPLETED 0" for lr in (0.01, 0.003, 0.001)]
