@@ -5,7 +5,9 @@ the README cannot drift from what works."""
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -22,6 +24,7 @@ from tests.support.daemon import TRAINQ, Daemon, scratch_dir, supervised
 from tests.support.paddle import paddle_venv
 from trainq.core.nodes import layout
 from trainq.core.spec import parse_spec
+from trainqd.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -224,3 +227,15 @@ def test_the_commands_synopsis_lists_every_option(command: str) -> None:
         and not any(re.search(rf"{re.escape(n)}(?![a-z0-9-])", synopsis) for n in names)
     ]
     assert not missing, f"README's `trainq {command}` synopsis lacks {missing}"
+
+
+def test_the_configuration_example_is_one_trainqd_takes(tmp_path: Path) -> None:
+    """The Configuration section's file, as an admin would copy it, once the groups and
+    users it names exist (here, the test's own group and user stand for them)."""
+    [example] = [block for block in blocks(README, "toml") if "admin_group" in block]
+    group, user = grp.getgrgid(os.getgid()).gr_name, pwd.getpwuid(os.getuid()).pw_name
+    example = re.sub(r'"(trainq|trainq-admins|ml-staff)"', f'"{group}"', example)
+    config_file = tmp_path / "trainqd.toml"
+    config_file.write_text(example.replace('users = ["alice"]', f'users = ["{user}"]'))
+    config = load_config(config_file)
+    assert config.default_class in config.classes
