@@ -146,6 +146,19 @@ def test_the_several_nodes_example_runs_as_written(readme_daemon: Daemon, clone:
     assert spec.total_gpus == 4
 
 
+def test_the_tuning_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
+    """With `trainq` on the PATH as the quick start says to put it there."""
+    [commands] = blocks(section("Tuning"), "sh")[:1]
+    assert "source .venv/bin/activate" in section("Quick start")
+    venv_bin = Path(sys.executable).parent
+    bare = ":".join(p for p in os.environ["PATH"].split(":") if Path(p) != venv_bin)
+    done = run(f"source .venv/bin/activate\n{commands}", readme_daemon, clone, path=bare)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "1"  # the tune's id, as its comment says
+    assert (clone / "examples" / "tune" / "curves.png").is_file()
+    assert readme_daemon.cli("tune", "stop", "1").returncode == 0
+
+
 @pytest.fixture
 def paddle_path() -> str:
     """A PATH whose python3 has PaddlePaddle (made before the daemon starts: a first run
