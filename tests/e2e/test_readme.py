@@ -32,12 +32,20 @@ SERVICE_SOCKET = "/run/trainq/trainq.sock"
 
 
 def section(title: str) -> str:
-    """The README's text under a heading, to the next heading of the same or a higher level."""
-    found = re.search(rf"^(#+) {re.escape(title)}$", README, re.M)
-    assert found, f"README.md has no section {title!r}"
-    rest = README[found.end() :]
-    end = re.search(rf"^#{{1,{len(found.group(1))}}} ", rest, re.M)
-    return rest[: end.start()] if end else rest
+    """The README's text under a heading, to the next heading of the same or a higher level
+    (a `# comment` line in a code block is not a heading)."""
+    level, fenced, lines = 0, False, []
+    for line in README.splitlines(keepends=True):
+        fenced ^= line.startswith("```")
+        heading = None if fenced else re.match(r"(#+) (.*)$", line.rstrip("\n"))
+        if not level:
+            level = len(heading.group(1)) if heading and heading.group(2) == title else 0
+        elif heading and len(heading.group(1)) <= level:
+            break
+        else:
+            lines.append(line)
+    assert level, f"README.md has no section {title!r}"
+    return "".join(lines)
 
 
 def blocks(text: str, language: str) -> list[str]:
@@ -144,6 +152,13 @@ def test_the_several_nodes_example_runs_as_written(readme_daemon: Daemon, clone:
     spec = parse_spec(tomllib.loads(spec_file))
     assert [n.group for n in layout(spec)] == ["pservers"] * 2 + ["trainers"] * 2
     assert spec.total_gpus == 4
+
+
+def test_the_job_spec_example_is_one_trainqd_takes() -> None:
+    [example] = blocks(section("What a job is"), "toml")
+    spec = parse_spec(tomllib.loads(example))
+    assert spec.channels["train"].mode == "Pipe"
+    assert spec.hyperparameters == {"lr": "0.1"}
 
 
 def test_the_tuning_example_runs_as_written(readme_daemon: Daemon, clone: Path) -> None:
