@@ -45,8 +45,9 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         file_data = load_spec_file(args.file, ctx.cwd, ctx.environ) if args.file else None
     flags = submit_flags(vars(args), args.command_argv)
     spec = build_spec(file_data, flags, ctx.cwd, ctx.environ)
-    if spec.get("command") is None and spec.get("image") is None:
-        # The daemon would refuse it too, but only the CLI can say which flags to use.
+    if file_data is None and spec.get("command") is None and spec.get("image") is None:
+        # The daemon would refuse it too, but only the CLI can say which flags to use. A spec
+        # file goes to the daemon, which names its misspelt key (`comand`) or missing one.
         raise InvalidRequest(
             "nothing to run: put the job's command after `--` "
             "(trainq submit [options] -- python3 train.py), or give --image IMAGE or -f SPEC"

@@ -161,12 +161,24 @@ def job_runtime(job: Mapping[str, Any], now: datetime) -> str:
 def gpus_cell(job: Mapping[str, Any]) -> str:
     """GPUs asked for, and the indices held: `2 [0,1]`; `-` for a CPU job."""
     spec = job.get("spec")
-    wanted = spec.get("gpus", 0) if isinstance(spec, dict) else 0
+    wanted = spec_gpu_total(spec) if isinstance(spec, dict) else 0
     held = job.get("gpus") or []
     if not wanted and not held:
         return "-"
     count = str(wanted or len(held))
     return f"{count} [{','.join(str(i) for i in held)}]" if held else count
+
+
+def spec_gpu_total(spec: Mapping[str, Any]) -> int:
+    """The GPUs of all a job's nodes together (its `gpus` is per node)."""
+    groups = [g for g in spec.get("instance_groups") or [] if isinstance(g, dict)]
+    if groups:
+        return sum(_count(g.get("instance_count"), 1) * _count(g.get("gpus"), 0) for g in groups)
+    return _count(spec.get("instance_count"), 1) * _count(spec.get("gpus"), 0)
+
+
+def _count(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def exit_cell(attempt: Mapping[str, Any]) -> str:

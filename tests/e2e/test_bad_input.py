@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import TRAINQ, Daemon
+from tests.support.daemon import TRAINQ, Daemon, running_daemon
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -63,6 +63,11 @@ def test_malformed_spec_files(daemon: Daemon, tmp_path: Path) -> None:
     result = daemon.cli("submit", "-f", str(unknown_key))
     assert result.returncode == 2
     assert "gpu: unknown key" in one_line(result)
+    misspelt_command = tmp_path / "typo.toml"
+    misspelt_command.write_text('comand = ["true"]\ngpus = 1\n')
+    result = daemon.cli("submit", "-f", str(misspelt_command))
+    assert result.returncode == 2
+    assert one_line(result) == "trainq: spec: comand: unknown key"
     missing = daemon.cli("submit", "-f", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2
     assert "nope.toml" in one_line(missing)
@@ -111,3 +116,15 @@ def test_malformed_requests_get_4xx_and_the_daemon_goes_on(daemon: Daemon) -> No
     # Still serving, and nothing was queued.
     assert daemon.get("/v1/health").json()["status"] == "ok"
     assert daemon.submit({"command": [sys.executable, "-c", "pass"]})["id"] == 1
+
+
+def test_a_gpu_job_on_a_host_without_gpus(tmp_path: Path) -> None:
+    """The quick start's job on a trainqd started without `--gpus fake:4` on a host with
+    no GPU: one line that says why, in good English."""
+    with running_daemon(gpus="none") as daemon:
+        result = daemon.cli("submit", "--gpus", "1", "--", "true", cwd=tmp_path)
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "trainq: the job asks for 1 GPU but this host has none that trainq manages "
+        "(GPU backend: none)"
+    )

@@ -61,6 +61,10 @@ def test_show_tells_the_failing_node_from_those_it_ended(daemon: Daemon) -> None
     assert {by_name["algo-1"][0], by_name["algo-3"][0]} == {"stopped"}
     table = nodes_table(daemon.cli("show", str(job["id"])).stdout)
     assert table["algo-2"][4:6] == ["exited", "3"]
+    # The GPUs each node ran on, as the attempt held them, though the job holds none now.
+    held = done["attempts"][-1]["gpus"]
+    assert [n["gpus"] for n in done["nodes"]] == [[gpu] for gpu in held]
+    assert table["algo-2"][3] == str(held[1])
     assert table["algo-1"][4] == "stopped"
 
 

@@ -4,13 +4,15 @@ mode shuts the others out with a clear one-line refusal from `trainq`."""
 
 from __future__ import annotations
 
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.accounts import ADMINS, Accounts
-from tests.support.daemon import running_daemon
+from tests.support.daemon import SYSTEM_PYTHON, TRAINQ, running_daemon
 from tests.support.users import trainq_as
 from trainq.core.errors import ExitCode
 
@@ -65,3 +67,55 @@ def test_a_numeric_socket_group_is_taken_as_a_gid(accounts: Accounts) -> None:
         assert mode_and_group(daemon.socket) == (0o660, accounts.alice.gid)
         assert trainq_as(daemon, accounts.alice, "ls").returncode == 0
         assert trainq_as(daemon, accounts.bob, "ls").returncode == ExitCode.FORBIDDEN
+
+
+# Another user's listener where `trainq` looks for its user's own daemon: it notes each
+# connection in a file beside it, then hangs up.
+PLANTED_LISTENER = """
+import os, socket, sys
+directory = sys.argv[1]
+os.mkdir(directory, 0o755)
+server = socket.socket(socket.AF_UNIX)
+server.bind(os.path.join(directory, "trainq.sock"))
+os.chmod(os.path.join(directory, "trainq.sock"), 0o777)
+server.listen()
+print("ready", flush=True)
+while True:
+    conn, _ = server.accept()
+    with open(os.path.join(directory, "connected"), "a") as note:
+        note.write("1\\n")
+    conn.close()
+"""
+
+
+def test_a_socket_another_user_planted_in_the_default_place_is_not_used(
+    accounts: Accounts,
+) -> None:
+    """Without XDG_RUNTIME_DIR (cron, su) a user's own daemon's socket is in
+    /tmp/trainq-<uid>, a name any user may take first: `trainq` must not send that
+    user's requests (their specs, environments) to whoever listens there."""
+    alice, bob = accounts.alice, accounts.bob
+    planted = Path(f"/tmp/trainq-{alice.uid}")
+    assert not planted.exists(), f"{planted} is left from elsewhere"
+    listener = bob.popen(
+        [SYSTEM_PYTHON, "-I", "-c", PLANTED_LISTENER, str(planted)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert listener.stdout is not None
+        assert listener.stdout.readline() == "ready\n"
+        with running_daemon(gpus="none") as daemon:
+            unset = ("XDG_RUNTIME_DIR", "TRAINQ_SOCKET")
+            env = {k: v for k, v in daemon.env.items() if k not in unset}
+            done = alice.run([TRAINQ, "ls", "--json"], env=env)
+            assert str(planted) not in done.stderr, done.stderr
+            assert not (planted / "connected").exists()
+            # The workstation's trainqd serves her and bob as before.
+            for user in (alice, bob):
+                served = trainq_as(daemon, user, "ls", "--json")
+                assert (served.returncode, served.stdout) == (0, JOBLESS), served.stderr
+    finally:
+        listener.kill()
+        listener.communicate()
+        shutil.rmtree(planted, ignore_errors=True)

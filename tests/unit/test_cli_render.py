@@ -160,6 +160,19 @@ def test_cells() -> None:
     assert gpus_cell(job()) == "2 [0,1]"
     assert gpus_cell(job(state="PENDING", gpus=[])) == "2"
     assert gpus_cell(job(gpus=[], spec=JobSpec(command=["true"]))) == "-"
+    # A job of several nodes: its GPUs are every node's together.
+    nodes = JobSpec(command=["true"], gpus=1, instance_count=3)
+    assert gpus_cell(job(gpus=[0, 1, 2], spec=nodes)) == "3 [0,1,2]"
+    groups = JobSpec.model_validate(
+        {
+            "command": ["true"],
+            "instance_groups": [
+                {"name": "servers", "instance_count": 1},
+                {"name": "trainers", "instance_count": 2, "gpus": 2, "primary": True},
+            ],
+        }
+    )
+    assert gpus_cell(job(state="PENDING", gpus=[], spec=groups)) == "4"
     assert exit_cell({"signal": 9, "signal_name": "SIGKILL"}) == "SIGKILL (9)"
     assert exit_cell({"signal": 64}) == "signal 64"
     assert exit_cell({"exit_code": 0}) == "0"

@@ -12,6 +12,7 @@ workstation's service can coexist without flags.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 SYSTEM_SOCKET = Path("/run/trainq/trainq.sock")
@@ -51,6 +52,17 @@ def client_socket(flag: str | None = None) -> Path:
         return Path(os.environ[SOCKET_ENV])
     if os.geteuid() != 0:
         mine = user_socket()
-        if mine.exists():
+        if mine.exists() and _private_to_me(mine.parent):
             return mine
     return SYSTEM_SOCKET
+
+
+def _private_to_me(directory: Path) -> bool:
+    """Whether only this user (or root) can have put a socket there, as trainqd requires of
+    its own: /tmp/trainq-<uid> may have been made by another user, who listens in it."""
+    try:
+        st = directory.stat()
+    except OSError:
+        return False
+    owner_ok = st.st_uid in (0, os.geteuid())
+    return owner_ok and not (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)

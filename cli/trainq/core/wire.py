@@ -50,9 +50,10 @@ class AttemptRecord(_Wire):
 
 class NodeRecord(_Wire):
     """One node of a job of several nodes: its host name, rank, instance group, its share of
-    the job's GPUs (while it runs) and its ml root (its logs: `trainq logs --node`); and how
-    it ended the job's latest attempt (`attempt`), once that ended: as an attempt's outcome,
-    exit status or signal, and how many times it was restarted in place (restart = "node")."""
+    the job's GPUs (while it runs; then of its latest attempt's) and its ml root (its logs:
+    `trainq logs --node`); and how it ended the job's latest attempt (`attempt`), once that
+    ended: as an attempt's outcome, exit status or signal, and how many times it was
+    restarted in place (restart = "node")."""
 
     name: str
     rank: int

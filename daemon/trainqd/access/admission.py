@@ -44,7 +44,8 @@ def check_gpus(spec: JobSpec, host: HostFacts) -> None:
     wanted = spec.total_gpus
     if wanted <= host.gpu_count or host.gpu_backend == "slurm":
         return
-    asks = f"{wanted} GPUs" if spec.node_count == 1 else f"{wanted} GPUs on its nodes together"
+    asks = f"{wanted} GPU" + ("" if wanted == 1 else "s")
+    asks += "" if spec.node_count == 1 else " on its nodes together"
     if host.gpu_count == 0:
         raise InvalidSpec(
             f"the job asks for {asks} but this host has none that trainq manages "

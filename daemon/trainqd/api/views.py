@@ -208,13 +208,16 @@ def node_records(
     latest: AttemptRow | None = None,
     reveal: Sight = Sight.WHOLE,
 ) -> list[NodeRecord]:
-    """A job of several nodes' nodes, each with its share of the GPUs it holds now and how
-    it ended the `latest` attempt, if that ended (group names as `reveal` shows them)."""
+    """A job of several nodes' nodes, each with its share of the GPUs it holds now (else of
+    those the `latest` attempt held) and how it ended that attempt, if that ended (group
+    names as `reveal` shows them)."""
     if not is_gang(job.spec):
         return []
     nodes = layout(visible_spec(job.spec, reveal) if reveal is Sight.PRIVATE else job.spec)
     holding = job.state in (JobState.RUNNING, JobState.STOPPING) and job.gpus
-    shares = split_gpus(nodes, tuple(job.gpus)) if holding else [() for _ in nodes]
+    # An ended job's table says which GPUs each node ran on, beside how it ended there.
+    held = tuple(job.gpus) if holding else latest.gpus if latest is not None else ()
+    shares = split_gpus(nodes, held) if held else [() for _ in nodes]
     ends = {end.name: end for end in latest.nodes} if latest is not None else {}
     records = []
     for node, share in zip(nodes, shares, strict=True):
