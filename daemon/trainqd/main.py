@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="trainqd",
         description="The trainq daemon: a GPU job queue for this workstation.",
+        allow_abbrev=False,  # a misspelt flag (`--gpu`) is an error, not a guess
     )
     parser.add_argument("--socket", type=Path, help="unix socket to serve the API on")
     parser.add_argument("--state-dir", type=Path, help="where jobs and the database live")

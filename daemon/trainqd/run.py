@@ -376,7 +376,9 @@ def say(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainqd.run", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m trainqd.run", description=__doc__, allow_abbrev=False
+    )
     parser.add_argument("spec", help="the job spec, as JSON")
     parser.add_argument("--job-dir", required=True, help="where the ml root and attempts live")
     parser.add_argument("--job-id", type=int, help="default: $SLURM_JOB_ID")

@@ -102,6 +102,20 @@ def test_a_bad_flag_value_stops_trainqd_with_one_line(
     assert line.startswith(problem), line
 
 
+def test_an_abbreviated_flag_is_refused_not_guessed(base: Path) -> None:
+    """`--gpu` is a typo of `--gpus`, not a way to write it: argparse would take it."""
+    done = subprocess.run(
+        [TRAINQD, *paths(base), "--gpu", "fake:4"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "unrecognized arguments: --gpu fake:4" in done.stderr
+    assert not (base / "state").exists()
+
+
 def test_a_missing_configuration_file_stops_trainqd(base: Path) -> None:
     missing = base / "nowhere.toml"
     assert refusal(trainqd(*paths(base), "--config", missing), EX_CONFIG) == (
