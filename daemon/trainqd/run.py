@@ -196,27 +196,26 @@ class Run:
                 status = run(built.launch)
             finally:
                 os._exit(status)
-        self.monitor_pid = pid
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
-        if self.stop_signals:
-            self._relay_stop()
+        self._started(pid)
         done = threading.Event()
         # Under trainqd the output stays where `trainq logs` reads it, not copied to Slurm's.
         copies = self.trainqd_attempt is None or self.copy_output
         follower = threading.Thread(target=follow, args=(paths.attempt_dir, done), daemon=True)
         if copies:
             follower.start()
-        while True:
-            try:
-                os.waitpid(pid, 0)
-                break
-            except InterruptedError:  # pragma: no cover (PEP 475 retries for us)
-                continue
+        reap(pid)
         done.set()
         if copies:
             follower.join()
         self.monitor_pid = None
         return read_end(paths.attempt_dir, self.job_id, number)
+
+    def _started(self, pid: int) -> None:
+        """Track the child, then let stop signals in, passing on one that came while held."""
+        self.monitor_pid = pid
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+        if self.stop_signals:
+            self._relay_stop()
 
     def _gang_attempt(self, number: int, paths: AttemptPaths) -> Ending:
         """One step of every node (slurm_nodes.py); the gang's record from theirs."""
@@ -233,17 +232,9 @@ class Run:
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
             return Ending(Outcome.START_FAILED, reason=f"cannot run srun: {exc}")
-        self.monitor_pid = pid
         self.step = True
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
-        if self.stop_signals:
-            self._relay_stop()
-        while True:
-            try:
-                os.waitpid(pid, 0)
-                break
-            except InterruptedError:  # pragma: no cover (PEP 475 retries for us)
-                continue
+        self._started(pid)
+        reap(pid)
         self.monitor_pid = None
         record = slurm_nodes.gang_record(paths.attempt_dir, self.spec, self.job_id, number)
         write_exit_record(str(paths.attempt_dir / EXIT_RECORD), record)
@@ -310,6 +301,16 @@ class Run:
         while not self.stop_signals and (left := end - time.monotonic()) > 0:
             time.sleep(min(left, 0.5))
         return bool(self.stop_signals)
+
+
+def reap(pid: int) -> None:
+    """Wait for the child to end, whatever signals arrive meanwhile."""
+    while True:
+        try:
+            os.waitpid(pid, 0)
+        except InterruptedError:  # pragma: no cover (PEP 475 retries for us)
+            continue
+        return
 
 
 def read_end(attempt_dir: Path, job_id: int, number: int) -> Ending:
