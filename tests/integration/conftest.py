@@ -11,9 +11,10 @@ import pytest
 from tests.support.feeder import Workspace, workspace
 from tests.support.fixtures.apistub import stub
 from tests.support.fixtures.cli import cli_environment
+from tests.support.fixtures.monitor import starter
 from tests.support.fixtures.store import store
 
-__all__ = ["cli_environment", "space", "store", "stub"]
+__all__ = ["cli_environment", "space", "starter", "store", "stub"]
 
 
 @pytest.fixture

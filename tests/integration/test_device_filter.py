@@ -6,37 +6,17 @@ what refuses is the program alone (root and a cgroup v2 tree needed)."""
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cgroups import open_in, scratch_cgroup
 from trainqd.monitor import cgroup, device_filter, devices
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="BPF and cgroups are root's")
-
-# Joins the cgroup named first, then tries to open each node named after it; prints
-# {path: "opened" | errno name} and its /proc/self/cgroup.
-PROBE = """
-import errno, json, os, sys
-with open(os.path.join(sys.argv[1], "cgroup.procs"), "w") as f:
-    f.write("0")
-report = {}
-for path in sys.argv[2:]:
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        report[path] = "opened"
-    except OSError as exc:
-        report[path] = errno.errorcode[exc.errno]
-with open("/proc/self/cgroup") as f:
-    report["cgroups"] = f.read().splitlines()
-print(json.dumps(report))
-"""
 
 
 @pytest.fixture
@@ -59,32 +39,15 @@ def nodes(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def fresh_cgroup() -> Iterator[str]:
-    path = os.path.join(cgroup.own_cgroup_dir(), f"trainq-test-bpf-{os.getpid()}")
-    os.mkdir(path)
-    try:
+    with scratch_cgroup("bpf") as path:
         yield path
-    finally:
-        assert cgroup.kill(path, 5.0) == []
-        os.rmdir(path)  # and the program attached to it goes with it
-
-
-def probe(cgroup_dir: str, paths: list[str]) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, cgroup_dir, *paths],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    report: dict[str, object] = json.loads(done.stdout)
-    return report
 
 
 def test_the_program_alone_denies_other_gpus_nodes(
     nodes: dict[str, str], fresh_cgroup: str
 ) -> None:
     device_filter.attach(fresh_cgroup, devices.NVIDIA_MAJOR, {1} | devices.CONTROL_MINORS)
-    report = probe(fresh_cgroup, ["/dev/null", *nodes.values()])
+    report = open_in(fresh_cgroup, ["/dev/null", *nodes.values()])
 
     assert report["/dev/null"] == "opened"
     # Let through (no driver answers, so ENXIO) or refused by the program (EPERM).
@@ -109,7 +72,7 @@ def test_a_job_given_no_gpu_keeps_the_control_nodes(
     nodes: dict[str, str], fresh_cgroup: str
 ) -> None:
     device_filter.attach(fresh_cgroup, devices.NVIDIA_MAJOR, devices.CONTROL_MINORS)
-    report = probe(fresh_cgroup, [nodes["nvidia0"], nodes["nvidia1"], nodes["nvidiactl"]])
+    report = open_in(fresh_cgroup, [nodes["nvidia0"], nodes["nvidia1"], nodes["nvidiactl"]])
     assert [report[nodes[n]] for n in ("nvidia0", "nvidia1", "nvidiactl")] == [
         "EPERM",
         "EPERM",

@@ -11,16 +11,13 @@ import errno
 import json
 import os
 import stat
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cgroups import monitor_gone, needs_v2, open_in, remove_attempt_cgroup
 from tests.support.monitor import attempt_of, python
-from tests.support.waiting import wait_for
-from trainqd.monitor import cgroup, device_filter, devices, spawn
+from trainqd.monitor import device_filter, devices, spawn
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="BPF and cgroups are root's")
 
@@ -72,44 +69,23 @@ def attached(cgroup_dir: str) -> list[int]:
     return list(ids[: query.prog_cnt])
 
 
-def have_v2() -> bool:
-    try:
-        cgroup.own_cgroup_dir()
-    except cgroup.Unavailable:
-        return False
-    return True
-
-
-@pytest.fixture
-def starter() -> Iterator[spawn.MonitorStarter]:
-    started = spawn.MonitorStarter()
-    try:
-        yield started
-    finally:
-        started.close()
-
-
 def run_with_gpus(
     starter: spawn.MonitorStarter, gpus: str
 ) -> tuple[list[int], dict[str, list[str]]]:
     """One attempt given the GPUs `gpus`: the programs on its cgroup, what its trainer saw."""
     with attempt_of(DESCRIPTORS) as attempt:
         attempt.launch.env["TRAINQ_GPUS"] = gpus
-        pid = starter.start(attempt.launch).pid
-        wait_for(attempt.record, timeout=15, what="the exit record")
-        path = cgroup.attempt_path(attempt.launch.ml_root, 7, 1)
-        wait_for(lambda: pid not in cgroup.members(path), what="the monitor's exit")
+        path = monitor_gone(attempt, starter.start(attempt.launch).pid)
         try:
             programs = attached(path)
         finally:
-            cgroup.kill(path, 5.0)
-            cgroup.remove(path)
+            remove_attempt_cgroup(path)
         assert "could open every GPU" not in attempt.monitor_log()
         seen: dict[str, list[str]] = json.loads(attempt.stdout())
         return programs, seen
 
 
-@pytest.mark.skipif(not have_v2(), reason="no cgroup v2 tree")
+@needs_v2
 def test_attempts_given_the_same_gpus_share_one_loaded_program(
     starter: spawn.MonitorStarter,
 ) -> None:
@@ -132,38 +108,17 @@ DEVICES_V1 = python(
     "        print(line.strip().split(':', 2)[2])"
 )
 
-# Joins the devices cgroup v1 argv[1] (and no attempt's cgroup v2: no device program), then
-# opens each node named after it; prints {path: "opened" | errno name}.
-OPEN_IN = """
-import errno, json, os, sys
-with open(os.path.join(sys.argv[1], "cgroup.procs"), "w") as f:
-    f.write("0")
-report = {}
-for path in sys.argv[2:]:
-    try:
-        os.close(os.open(path, os.O_RDWR))
-        report[path] = "opened"
-    except OSError as exc:
-        report[path] = errno.errorcode[exc.errno]
-print(json.dumps(report))
-"""
-
 
 def v1_cgroup_of(starter: spawn.MonitorStarter, gpus: str) -> str:
     """The devices cgroup v1 the trainer of an attempt given `gpus` ran in."""
     with attempt_of(DEVICES_V1) as attempt:
         attempt.launch.env["TRAINQ_GPUS"] = gpus
-        pid = starter.start(attempt.launch).pid
-        wait_for(attempt.record, timeout=15, what="the exit record")
-        path = cgroup.attempt_path(attempt.launch.ml_root, 7, 1)
-        wait_for(lambda: pid not in cgroup.members(path), what="the monitor's exit")
-        cgroup.kill(path, 5.0)
-        cgroup.remove(path)
+        remove_attempt_cgroup(monitor_gone(attempt, starter.start(attempt.launch).pid))
         assert "could open every GPU" not in attempt.monitor_log()
         return attempt.stdout().strip()
 
 
-@pytest.mark.skipif(not have_v2(), reason="no cgroup v2 tree")
+@needs_v2
 @pytest.mark.skipif(not devices.v1_available(), reason="no devices cgroup v1")
 def test_a_monitor_is_forked_in_its_sets_devices_cgroup_which_refuses_other_gpus(
     starter: spawn.MonitorStarter, tmp_path: Path
@@ -175,14 +130,8 @@ def test_a_monitor_is_forked_in_its_sets_devices_cgroup_which_refuses_other_gpus
     for name, minor in (("nvidia0", 0), ("nvidia1", 1), ("nvidiactl", 255)):
         nodes[name] = str(tmp_path / name)
         os.mknod(nodes[name], stat.S_IFCHR | 0o666, os.makedev(devices.NVIDIA_MAJOR, minor))
-    said = subprocess.run(
-        [sys.executable, "-c", OPEN_IN, devices.V1_DEVICES + "/trainq/gpus-0", *nodes.values()],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    report = json.loads(said.stdout)
+    # In the v1 devices cgroup alone (no attempt's v2 one, so no device program):
+    report = open_in(devices.V1_DEVICES + "/trainq/gpus-0", list(nodes.values()))
     # With no driver behind a node, an open the cgroup lets through fails with ENXIO.
     passed = {"opened", errno.errorcode[errno.ENXIO]}
     assert report[nodes["nvidia0"]] in passed

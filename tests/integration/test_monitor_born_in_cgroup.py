@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import cgroups
+from tests.support.cgroups import monitor_gone, needs_v2, remove_attempt_cgroup
 from tests.support.monitor import NOBODY, Attempt, attempt_of, give_to, personal_monitor, python
 from tests.support.waiting import wait_for
 from trainqd.monitor import cgroup, spawn
@@ -79,17 +81,6 @@ print(json.dumps({"pid": pid, "child": said, "status": status, "parent_got": got
 """
 
 
-def have_v2() -> bool:
-    try:
-        cgroup.own_cgroup_dir()
-    except cgroup.Unavailable:
-        return False
-    return True
-
-
-needs_v2 = pytest.mark.skipif(not have_v2(), reason="no cgroup v2 tree")
-
-
 def membership(path: str) -> str:
     """The line /proc/<pid>/cgroup has for a process in the cgroup directory `path`."""
     mount, root = cgroup.v2_mount()
@@ -103,32 +94,13 @@ def under_seccomp(answer: int, argv: list[str]) -> list[str]:
 
 @pytest.fixture
 def scratch_cgroup() -> Iterator[str]:
-    path = os.path.join(cgroup.own_cgroup_dir(), f"trainq-test-born-{os.getpid()}")
-    os.mkdir(path)
-    try:
+    with cgroups.scratch_cgroup("born") as path:
         yield path
-    finally:
-        cgroup.kill(path, 5.0)
-        os.rmdir(path)
-
-
-@pytest.fixture
-def starter() -> Iterator[spawn.MonitorStarter]:
-    started = spawn.MonitorStarter()
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 def end_of(attempt: Attempt, pid: int) -> None:
-    """Wait for a forked monitor's record and its exit (the fork server reaps it), then
-    remove the attempt's cgroup as trainqd would."""
-    wait_for(attempt.record, timeout=15, what="the exit record")
-    path = cgroup.attempt_path(attempt.launch.ml_root, attempt.launch.job_id, 1)
-    wait_for(lambda: pid not in cgroup.members(path), what="the monitor's exit")
-    cgroup.kill(path, 5.0)
-    assert cgroup.remove(path)
+    """Wait for a forked monitor's end, then remove the attempt's cgroup as trainqd would."""
+    remove_attempt_cgroup(monitor_gone(attempt, pid))
 
 
 WHERE = python("print(open('/proc/self/cgroup').read().strip().splitlines()[-1])")

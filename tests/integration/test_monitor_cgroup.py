@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cgroups import needs_v2
 from tests.support.waiting import wait_for
 from trainqd.attempts import cgroups, leftovers
 from trainqd.monitor import cgroup, procfs
@@ -44,17 +45,6 @@ print(json.dumps({"survivors": survivors, "in": here}), flush=True)
 """
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are root's")
-
-
-def have_v2() -> bool:
-    try:
-        cgroup.own_cgroup_dir()
-    except cgroup.Unavailable:
-        return False
-    return True
-
-
-needs_v2 = pytest.mark.skipif(not have_v2(), reason="no cgroup v2 tree")
 
 
 def start_monitor(ml_root: Path, job_id: int) -> tuple[subprocess.Popen[str], str, int]:
