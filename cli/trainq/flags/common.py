@@ -13,7 +13,7 @@ import typer
 from trainq.completion import any_job, unfinished_job
 from trainq.core.errors import TrainqError
 from trainq.core.paths import SOCKET_ENV
-from trainq.flags.values import JOB_ID, STATE
+from trainq.flags.values import ATTEMPT, JOB_ID, STATE
 
 PROG = "trainq"
 
@@ -55,6 +55,11 @@ OptionalAnyJob = Annotated[int | None, _job_argument(any_job)]
 GroupOption = Annotated[
     int | None,
     typer.Option(metavar="G", parser=JOB_ID, help="a sweep's group (its first job's id)"),
+]
+# `logs`, `metrics`: one attempt of the job.
+AttemptOption = Annotated[
+    int | None,
+    typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
 ]
 
 

@@ -7,8 +7,16 @@ from typing import Annotated
 
 import typer
 
-from trainq.flags.common import JOB_COMMAND, AnyJob, Json, Socket, UsageError, parsed
-from trainq.flags.values import ATTEMPT, JOB_ID
+from trainq.flags.common import (
+    JOB_COMMAND,
+    AnyJob,
+    AttemptOption,
+    Json,
+    Socket,
+    UsageError,
+    parsed,
+)
+from trainq.flags.values import JOB_ID
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
 
@@ -18,10 +26,7 @@ def metrics(
     ctx: typer.Context,
     *,
     job: AnyJob,
-    attempt: Annotated[
-        int | None,
-        typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
-    ] = None,
+    attempt: AttemptOption = None,
     json: Json = False,
     socket: Socket = None,
 ) -> argparse.Namespace:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from trainq.flags.common import JOB_COMMAND, AnyJob, Socket, UsageError, parsed
-from trainq.flags.values import ATTEMPT, COUNT, NODE, SINCE
+from trainq.flags.common import JOB_COMMAND, AnyJob, AttemptOption, Socket, UsageError, parsed
+from trainq.flags.values import COUNT, NODE, SINCE
 
 commands = typer.Typer()  # its commands; trainq.cli adds them to the app in order
 
@@ -23,10 +23,7 @@ def logs(
     ] = False,
     stdout: Annotated[bool, typer.Option("--stdout", help="only its standard output")] = False,
     stderr: Annotated[bool, typer.Option("--stderr", help="only its standard error")] = False,
-    attempt: Annotated[
-        int | None,
-        typer.Option(metavar="N", parser=ATTEMPT, help="this attempt (default: last)"),
-    ] = None,
+    attempt: AttemptOption = None,
     node: Annotated[
         int | None,
         typer.Option(metavar="N", parser=NODE, help="a job of several nodes: node N's (algo-N)"),
