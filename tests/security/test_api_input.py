@@ -40,6 +40,15 @@ def quick_job() -> dict[str, Any]:
     return {"command": [sys.executable, trainer("exit_with.py"), "0"]}
 
 
+def refused_job(daemon: Daemon, accounts: Accounts, extra: dict[str, Any]) -> Any:
+    """Alice's quick job with `extra` is refused as an invalid spec; trainqd serves bob."""
+    status, body = http_as(daemon, accounts.alice, "POST", "/v1/jobs", {**quick_job(), **extra})
+    assert status == 400, body
+    assert error_code(body) == "invalid_spec"
+    still_serves_others(daemon, accounts)
+    return body
+
+
 @pytest.mark.parametrize(
     ("method", "path", "status"),
     [
@@ -117,13 +126,8 @@ def channel(**options: Any) -> dict[str, Any]:
 def test_numbers_given_as_strings_or_booleans_are_refused(
     workstation: Daemon, accounts: Accounts, extra: dict[str, Any]
 ) -> None:
-    status, body = http_as(
-        workstation, accounts.alice, "POST", "/v1/jobs", {**quick_job(), **extra}
-    )
-    assert status == 400, body
-    assert error_code(body) == "invalid_spec"
+    body = refused_job(workstation, accounts, extra)
     assert next(iter(extra)) in body["error"]["message"]
-    still_serves_others(workstation, accounts)
 
 
 def test_a_stop_grace_given_as_a_string_or_boolean_is_refused(
@@ -173,12 +177,7 @@ def test_a_name_ending_in_a_line_break_is_refused(
     workstation: Daemon, accounts: Accounts, extra: dict[str, Any]
 ) -> None:
     """A regex's `$` also matches before a final newline: each name is checked whole."""
-    status, body = http_as(
-        workstation, accounts.alice, "POST", "/v1/jobs", {**quick_job(), **extra}
-    )
-    assert status == 400, body
-    assert error_code(body) == "invalid_spec"
-    still_serves_others(workstation, accounts)
+    refused_job(workstation, accounts, extra)
 
 
 @pytest.mark.parametrize(
