@@ -25,17 +25,28 @@ def job_with_a_token(daemon: Daemon, accounts: Accounts) -> tuple[dict[str, Any]
     return job, token
 
 
+def seen_whole_by_alice_not_bob(
+    daemon: Daemon, accounts: Accounts, job_id: int, token: str
+) -> list[str]:
+    """The owner sees the token in her job; bob sees the job (`show`, `ls`) without it:
+    what he saw, for more checks."""
+    own = trainq_as(daemon, accounts.alice, "show", "--json", str(job_id))
+    assert token in own.stdout
+    seen = []
+    for command in (("show", "--json", str(job_id)), ("ls", "--all", "--json")):
+        done = trainq_as(daemon, accounts.bob, *command)
+        assert done.returncode == 0, done.stderr
+        assert str(job_id) in done.stdout
+        assert token not in done.stdout, command
+        seen.append(done.stdout)
+    return seen
+
+
 def test_other_users_do_not_see_a_jobs_environment_values(
     workstation: Daemon, accounts: Accounts
 ) -> None:
     job, token = job_with_a_token(workstation, accounts)
-    own = trainq_as(workstation, accounts.alice, "show", "--json", str(job["id"]))
-    assert token in own.stdout  # the owner sees her own job whole
-    for command in (("show", "--json", str(job["id"])), ("ls", "--all", "--json")):
-        seen = trainq_as(workstation, accounts.bob, *command)
-        assert seen.returncode == 0, seen.stderr
-        assert str(job["id"]) in seen.stdout
-        assert token not in seen.stdout, command
+    seen_whole_by_alice_not_bob(workstation, accounts, job["id"], token)
 
 
 def test_other_users_cannot_read_the_database(workstation: Daemon, accounts: Accounts) -> None:
@@ -60,14 +71,8 @@ def test_other_users_do_not_see_an_instance_groups_environment_values(
     ]
     job = submit_as(workstation, accounts.alice, {"command": ["true"], "instance_groups": groups})
     assert workstation.wait_state(job["id"], timeout=60)["state"] == "COMPLETED"
-    own = trainq_as(workstation, accounts.alice, "show", "--json", str(job["id"]))
-    assert token in own.stdout  # the owner sees her own job whole
-    for command in (("show", "--json", str(job["id"])), ("ls", "--all", "--json")):
-        seen = trainq_as(workstation, accounts.bob, *command)
-        assert seen.returncode == 0, seen.stderr
-        assert str(job["id"]) in seen.stdout
-        assert token not in seen.stdout, command
-        assert "HF_TOKEN" in seen.stdout  # the name stays, as the job's own do
+    for seen in seen_whole_by_alice_not_bob(workstation, accounts, job["id"], token):
+        assert "HF_TOKEN" in seen  # the name stays, as the job's own do
     # Nor can a copy carry the placeholder, or the token, into a job of bob's.
     copied = trainq_as(workstation, accounts.bob, "submit", "--like", str(job["id"]))
     assert copied.returncode == 2, copied.stdout
