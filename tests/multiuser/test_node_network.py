@@ -37,6 +37,16 @@ def environment_of(pid: int) -> dict[str, str]:
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
+def node_pids(daemon: Daemon, job_id: int) -> list[int]:
+    """The trainers of a gang's nodes, once each has written its pid (as it listens)."""
+    pid_files = [Path(node["job_dir"]) / "model" / "pid" for node in daemon.job(job_id)["nodes"]]
+    wait_for(
+        lambda: all(p.exists() and p.read_text().strip() for p in pid_files),
+        what="every node to listen",
+    )
+    return [int(p.read_text()) for p in pid_files]
+
+
 def test_another_users_job_cannot_reach_a_node(
     workstation: Daemon, accounts: Accounts, shared_dir: Path
 ) -> None:
@@ -126,19 +136,14 @@ def test_a_node_has_no_link_local_address_the_host_reaches(
         "working_dir": str(shared_dir),
     }
     gang = submit_as(workstation, accounts.alice, spec)
-    nodes = workstation.job(gang["id"])["nodes"]
-    pid_files = [Path(node["job_dir"]) / "model" / "pid" for node in nodes]
-    wait_for(
-        lambda: all(p.exists() and p.read_text().strip() for p in pid_files),
-        what="both nodes to listen",
-    )
-    port = environment_of(int(pid_files[0].read_text()))["PADDLE_PORT"]
+    pids = node_pids(workstation, gang["id"])
+    port = environment_of(pids[0])["PADDLE_PORT"]
     bridge = netns.bridge_name(str(workstation.state_dir / "jobs"), gang["id"], 1)
     forwarding = Path(f"/sys/class/net/{bridge}/brforward")
     # The nodes' MACs are in the table once each has sent a frame (as it comes up), and the
     # link-local addresses are usable once the kernel's duplicate check is done, the nodes'
     # and the host's alike.
-    node_tables = [Path(f"/proc/{p.read_text()}/net/if_inet6") for p in pid_files]
+    node_tables = [Path(f"/proc/{pid}/net/if_inet6") for pid in pids]
     wait_for(
         lambda: (
             sum(not e[7] for e in _entries(forwarding.read_bytes())) >= 2
@@ -192,25 +197,19 @@ def test_a_held_namespace_leaves_no_interface_on_the_host(
 ) -> None:
     spec = python_job("gang_node.py", "sleep", instance_count=2, working_dir=str(shared_dir))
     gang = submit_as(workstation, accounts.alice, spec)
-    nodes = workstation.job(gang["id"])["nodes"]
-    pid_files = [Path(node["job_dir"]) / "model" / "pid" for node in nodes]
-    wait_for(
-        lambda: all(p.exists() and p.read_text().strip() for p in pid_files),
-        what="both nodes to listen",
-    )
-    pids = [p.read_text().strip() for p in pid_files]
+    pids = node_pids(workstation, gang["id"])
     bridge = netns.bridge_name(str(workstation.state_dir / "jobs"), gang["id"], 1)
     ports = {netns.veth_name(bridge, rank) for rank in range(2)}
     assert ports <= set(os.listdir("/sys/class/net"))
     holder = accounts.alice.popen(
-        ["python3", "-c", HOLD_NAMESPACES, *pids], stdout=subprocess.PIPE, text=True
+        ["python3", "-c", HOLD_NAMESPACES, *map(str, pids)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held 2"
         assert trainq_as(workstation, accounts.alice, "stop", str(gang["id"])).returncode == 0
         assert workstation.wait_state(gang["id"], timeout=30)["state"] == "STOPPED"
-        assert not pids_alive([int(pid) for pid in pids])
+        assert not pids_alive(pids)
         # The namespaces live on while she holds them; nothing of them stays on the host.
         assert not Path(f"/sys/class/net/{bridge}").exists()
         assert not ports & set(os.listdir("/sys/class/net"))
