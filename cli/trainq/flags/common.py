@@ -94,6 +94,14 @@ def jobs_or_filters(ctx: typer.Context, jobs: list[int] | None, **filters: Any) 
         raise UsageError(exc.message, ctx) from None
 
 
+def picked(
+    ctx: typer.Context, command: str, jobs: list[int] | None, socket: str | None, **filters: Any
+) -> argparse.Namespace:
+    """The parsed line of a command given JOB... or the filters that pick its jobs."""
+    jobs_or_filters(ctx, jobs, **filters)
+    return parsed(ctx, command, socket=socket, jobs=jobs or [], **filters)
+
+
 def job_or_group(ctx: typer.Context, job: int | None, group: int | None) -> None:
     if job is None and group is None:
         raise UsageError("the following arguments are required: JOB (or --group G)", ctx)

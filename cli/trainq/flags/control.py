@@ -18,8 +18,8 @@ from trainq.flags.common import (
     StateFilter,
     UnfinishedJob,
     UserFilter,
-    jobs_or_filters,
     parsed,
+    picked,
 )
 from trainq.flags.values import COUNT, DURATION, INTEGER, WHOLE_DURATION
 
@@ -48,11 +48,9 @@ def stop(
     """Stop jobs: SIGTERM, their grace, then SIGKILL. Prints the state each is in now. With
     --group alone, every unfinished job of the group that you may stop; with filters
     (--user, --state, --name, --group), the unfinished jobs they pick, yours unless --user."""
-    jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
-    return parsed(
-        ctx, "stop", socket=socket, jobs=jobs or [], group=group, user=user, state=state,
-        name=name, grace=grace,
-    )  # fmt: skip
+    line = picked(ctx, "stop", jobs, socket, group=group, user=user, state=state, name=name)
+    line.grace = grace
+    return line
 
 
 @commands.command(
@@ -72,11 +70,7 @@ def hold(
     hold is an admin's to release). A running job is paused: stopped with its grace, its
     GPUs freed and its checkpoints kept, and queued again held; `trainq release` resumes
     it as its next attempt, no retry spent. Filters pick pending jobs, yours unless --user."""
-    jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
-    return parsed(
-        ctx, "hold", socket=socket, jobs=jobs or [], user=user, state=state, name=name,
-        group=group,
-    )  # fmt: skip
+    return picked(ctx, "hold", jobs, socket, user=user, state=state, name=name, group=group)
 
 
 @commands.command(short_help="let held jobs start", context_settings=JOB_COMMAND)
@@ -91,11 +85,7 @@ def release(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Let held jobs start again. Filters pick pending jobs, yours unless --user."""
-    jobs_or_filters(ctx, jobs, group=group, user=user, state=state, name=name)
-    return parsed(
-        ctx, "release", socket=socket, jobs=jobs or [], user=user, state=state, name=name,
-        group=group,
-    )  # fmt: skip
+    return picked(ctx, "release", jobs, socket, user=user, state=state, name=name, group=group)
 
 
 @commands.command(
@@ -153,10 +143,7 @@ def rm(
     socket: Socket = None,
 ) -> argparse.Namespace:
     """Delete ended jobs: their directories (logs, ml root, checkpoints) and records."""
-    jobs_or_filters(
-        ctx, jobs, ended=ended, older_than=older_than, user=user, name=name, group=group
-    )
-    return parsed(
-        ctx, "rm", socket=socket, jobs=jobs or [], ended=ended, older_than=older_than,
-        user=user, name=name, group=group,
+    return picked(
+        ctx, "rm", jobs, socket, ended=ended, older_than=older_than, user=user, name=name,
+        group=group,
     )  # fmt: skip
