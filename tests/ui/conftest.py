@@ -11,7 +11,14 @@ from playwright.sync_api import Browser, sync_playwright
 
 from tests.support.daemon import Daemon, running_daemon, scratch_dir
 from tests.support.fixtures.multiuser import accounts, workstation
-from tests.support.ui import CHROMIUM, CHROMIUM_ARGS, Forwarder, forwarder, write_gpus
+from tests.support.ui import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Forwarder,
+    SocketForward,
+    forwarder,
+    write_gpus,
+)
 
 __all__ = ["accounts", "workstation"]  # the multi-user fixtures, for the privacy tests
 
@@ -48,3 +55,13 @@ def box(gpu_file: Path) -> Iterator[Daemon]:
 def ui(box: Daemon) -> Iterator[Forwarder]:
     with forwarder(box) as running:
         yield running
+
+
+@pytest.fixture
+def forward(box: Daemon) -> Iterator[SocketForward]:
+    """`box`'s socket on a loopback port, as `ssh -L` forwards it: no token asked."""
+    made = SocketForward(box.socket)
+    try:
+        yield made
+    finally:
+        made.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser
@@ -58,15 +57,6 @@ class AttackerSite:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-@pytest.fixture
-def forward(box: Daemon) -> Iterator[SocketForward]:
-    made = SocketForward(box.socket)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 def test_a_page_of_another_site_cannot_submit_or_stop_through_a_forward(

@@ -35,15 +35,6 @@ def rebinding_browser(browser: Browser) -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture
-def forward(box: Daemon) -> Iterator[SocketForward]:
-    made = SocketForward(box.socket)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
 def test_a_rebound_page_reads_nothing_through_a_forwarded_socket(
     box: Daemon, forward: SocketForward, rebinding_browser: Browser
 ) -> None:
