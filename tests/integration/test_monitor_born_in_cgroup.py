@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import cgroups
 from tests.support.cgroups import monitor_gone, needs_v2, remove_attempt_cgroup
-from tests.support.monitor import NOBODY, Attempt, attempt_of, give_to, personal_monitor, python
+from tests.support.monitor import NOBODY, Attempt, attempt_of, give_to, python, run_as_nobody
 from tests.support.waiting import wait_for
 from trainqd.monitor import cgroup, spawn
 
@@ -309,18 +309,7 @@ starter.close()
 def test_a_personal_servers_monitor_is_forked_with_no_cgroup_of_its_own() -> None:
     with attempt_of(WHERE, owner=NOBODY) as attempt:
         give_to(attempt, NOBODY)
-        argv = personal_monitor()
-        argv[2] = PERSONAL_SERVER  # the same interpreter and package paths
-        done = subprocess.run(
-            argv,
-            input=attempt.launch.to_json(),
-            user=65534,
-            group=65534,
-            extra_groups=[],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_as_nobody(attempt.launch.to_json(), PERSONAL_SERVER, timeout=60)
         assert done.returncode == 0, done.stderr.decode()
         assert done.stdout.decode().split()[1] == "True"  # forked by the server
         assert b"fork server" not in done.stderr

@@ -52,23 +52,26 @@ sys.exit(monitor.wait(15))
 """
 
 
-def personal_monitor() -> list[str]:
-    """The argv of PERSONAL_DAEMON, with the packages' parents it puts on the path."""
+def personal_monitor(script: str = PERSONAL_DAEMON) -> list[str]:
+    """The argv of `script` (PERSONAL_DAEMON or one like it), with the packages' parents it
+    puts on the path."""
     package_parent = Path(procfs.__file__).resolve().parents[2]
     core_parent = Path(outcomes.__file__).resolve().parents[2]
-    return [PYTHON, "-c", PERSONAL_DAEMON, str(package_parent), str(core_parent)]
+    return [PYTHON, "-c", script, str(package_parent), str(core_parent)]
 
 
-def run_as_nobody(launch_json: bytes) -> subprocess.CompletedProcess[bytes]:
+def run_as_nobody(
+    launch_json: bytes, script: str = PERSONAL_DAEMON, timeout: float = 30
+) -> subprocess.CompletedProcess[bytes]:
     """A personal trainqd's monitor for `launch_json`, run as nobody to its end."""
     return subprocess.run(
-        personal_monitor(),
+        personal_monitor(script),
         input=launch_json,
         user=65534,
         group=65534,
         extra_groups=[],
         capture_output=True,
-        timeout=30,
+        timeout=timeout,
         check=False,
     )
 
