@@ -11,20 +11,11 @@ import pytest
 from tests.support.accounts import User
 from tests.support.containers import Engine, container_job, firewall_tables
 from tests.support.daemon import Daemon
+from tests.support.nodes import KNOCK
 from tests.support.users import http_as, submit_as
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.containers
-
-# Connect to the address and port given, and say how it went.
-KNOCK = """
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
-    print("connected")
-except OSError as exc:
-    print("refused:", type(exc).__name__, exc)
-"""
 
 
 def link_local(engine: Engine, container: str, network: str) -> str:

@@ -14,22 +14,13 @@ import pytest
 
 from tests.support.accounts import Accounts
 from tests.support.daemon import Daemon, pids_alive, python_job
+from tests.support.nodes import KNOCK
 from tests.support.users import submit_as, trainq_as
 from tests.support.waiting import wait_for
 from trainqd.attempts.nodes import node_address
 from trainqd.monitor import netns
 
 pytestmark = pytest.mark.multiuser
-
-# Bob's job: connect to the address and port given, and say how it went.
-KNOCK = """
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
-    print("connected")
-except OSError as exc:
-    print("refused:", exc)
-"""
 
 
 def environment_of(pid: int) -> dict[str, str]:

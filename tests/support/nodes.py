@@ -1,4 +1,5 @@
-"""Jobs of several nodes, seen from outside: the gang's monitor of an attempt."""
+"""Jobs of several nodes, seen from outside: the gang's monitor of an attempt, and a knock
+on a node's port by someone who should not reach it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,17 @@ import json
 
 from tests.support.daemon import Daemon
 from tests.support.waiting import wait_for
+
+# Connect to the address and port given (a host's user or job, as a script for
+# `python3 -c`), and say how it went: "connected", or "refused: " and why.
+KNOCK = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("connected")
+except OSError as exc:
+    print("refused:", type(exc).__name__, exc)
+"""
 
 
 def gang_monitor(daemon: Daemon, job_id: int, attempt: int = 1) -> int:
