@@ -2,9 +2,9 @@
 the queue by it (planner.py) and `trainq users` shows it (docs/architecture.md, "Sharing").
 
 Usage is slot-seconds: a GPU job's attempt adds its GPUs times the seconds it ran, a CPU
-job's attempt its one CPU slot times them, each second weighted 2^(-age / half-life), so a
-GPU-hour used one half-life ago counts as half of one used now. GPU and CPU-slot usage are
-kept apart, as the planner's two pools are.
+job's attempt its CPU slots (one per node) times them, each second weighted
+2^(-age / half-life), so a GPU-hour used one half-life ago counts as half of one used now.
+GPU and CPU-slot usage are kept apart, as the planner's two pools are.
 
 The sums are kept in memory, per user, as of one reference time: moving the reference on
 multiplies every sum by the same factor, and an ended attempt adds the integral of its

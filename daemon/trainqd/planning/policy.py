@@ -86,11 +86,12 @@ class SharingPolicy:
         """Read the attempts of the last few half-lives once, at start-up."""
         if not self.usage.enabled:
             return
-        # (A job of several CPU nodes' attempt counts one slot here: its spec is not read.)
         rows = self._store.attempts_ended_since(self.usage.seed_since(now))
         used = [
-            fairshare.Used(uid, user, _gpu_count(gpus), started, ended)
-            for uid, user, gpus, started, ended in rows
+            fairshare.Used(
+                row.uid, row.user, _gpu_count(row.gpus), row.started, row.ended, slots=row.slots
+            )
+            for row in rows
         ]
         self.usage.seed(used, now)
         if rows:

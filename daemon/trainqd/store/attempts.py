@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from trainq.core.nodes import cpu_nodes
 from trainq.core.outcomes import Ending, NodeEnd
+from trainq.core.spec import JobSpec
 from trainq.core.states import JobState, TransitionError
 from trainqd.store.rows import ATTEMPT_COLUMNS, AttemptRow, JobRow, attempt_from, node_ends_to
 from trainqd.store.transitions import JobChanges, Transitions
@@ -148,12 +151,44 @@ class Attempts(Transitions):
         ).fetchone()
         return None if row is None else attempt_from(row)
 
-    def attempts_ended_since(self, since: float) -> list[tuple[int, str, str, float, float]]:
-        """(owner uid, owner user, GPUs as JSON, started_at, ended_at) of every attempt that
-        ended since `since`: what fair share is seeded with at start-up (fairshare.py)."""
+    def attempts_ended_since(self, since: float) -> list[EndedAttempt]:
+        """Every attempt that ended since `since`: what fair share is seeded with at
+        start-up (fairshare.py)."""
+        # Only a CPU attempt of several nodes counts more than one slot: its spec alone is
+        # read (and parsed once per job), not every job's.
         cur = self._db.execute(
-            "SELECT j.owner_uid, j.owner_user, a.gpus, a.started_at, a.ended_at"
+            "SELECT j.id, j.owner_uid, j.owner_user, a.gpus, a.started_at, a.ended_at,"
+            " CASE WHEN a.gpus='[]' AND (json_extract(j.spec, '$.instance_count')>1"
+            " OR json_array_length(j.spec, '$.instance_groups')>0) THEN j.spec END"
             " FROM attempts a JOIN jobs j ON j.id=a.job_id WHERE a.ended_at>=?",
             (since,),
         )
-        return [(int(u), str(n), str(g), float(s), float(e)) for u, n, g, s, e in cur]
+        slots: dict[int, int] = {}
+        out = []
+        for job_id, uid, user, gpus, started, ended, spec in cur:
+            if spec is not None and job_id not in slots:
+                slots[job_id] = cpu_nodes(JobSpec.model_validate_json(spec))
+            out.append(
+                EndedAttempt(
+                    int(uid),
+                    str(user),
+                    str(gpus),
+                    float(started),
+                    float(ended),
+                    slots.get(job_id, 1),
+                )
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class EndedAttempt:
+    """An ended attempt as fair share counts it: `gpus` as the attempts table keeps them
+    (JSON), `slots` the CPU slots it held (one per node without GPUs, at least one)."""
+
+    uid: int
+    user: str
+    gpus: str
+    started: float
+    ended: float
+    slots: int
