@@ -7,7 +7,8 @@ offset(g) + k (trainq.core.nodes: SageMaker's `algo-<rank + 1>`), is
 `<name>-<group>-<k>.<name>` in the Service's DNS: those names, in rank order, are the
 hosts. A node's variables depend on its rank, which Kubernetes cannot compute from the
 index, so the ConfigMap holds one file per node (`node-<rank>.env`) and the trainer's shell
-sources its own before it runs `train`: the image needs a /bin/sh.
+sources its own before it runs `train`: the image needs a /bin/sh and `train` on its PATH
+(the shell takes the entrypoint's place, as SageMaker's images allow).
 
 `primary` groups: the job is done when the Job of each primary group has completed; the
 other groups' Jobs (servers that never exit) are not stopped by Kubernetes itself, as no Job
