@@ -12,7 +12,8 @@ sources its own before it runs `train`: the image needs a /bin/sh and `train` on
 
 `primary` groups: the job is done when the Job of each primary group has completed; the
 other groups' Jobs (servers that never exit) are not stopped by Kubernetes itself, as no Job
-field reaches another Job: delete them (`kubectl delete job -l trainq/job=NAME`).
+field reaches another Job (a successPolicy ends only its own Job's pods): delete them
+(`kubectl delete job -l trainq/job=NAME`).
 """
 
 from __future__ import annotations
