@@ -289,3 +289,25 @@ def test_nodes_flag_to_kubernetes(
     items = {item["kind"]: item for item in json.loads(out)["items"]}
     assert items["Job"]["spec"]["completions"] == 3
     assert items["Service"]["metadata"]["name"] == "ddp"
+
+
+def test_instance_groups_to_kubernetes(
+    stub: ApiStub, capsys: pytest.CaptureFixture[str], in_tmp: Path
+) -> None:
+    (in_tmp / "job.toml").write_text(
+        'name = "ps"\nimage = "reg/paddle:1"\n'
+        '[[instance_groups]]\nname = "pservers"\ninstance_count = 2\n'
+        '[[instance_groups]]\nname = "trainers"\ninstance_count = 2\ngpus = 1\nprimary = true\n'
+    )
+    status, out, err = trainq(stub, capsys, "export", "--to", "kubernetes", "-f", "job.toml")
+    assert status == 0, err
+    jobs = [item for item in json.loads(out)["items"] if item["kind"] == "Job"]
+    assert [(j["metadata"]["name"], j["spec"]["completions"]) for j in jobs] == [
+        ("ps-pservers", 2),
+        ("ps-trainers", 2),
+    ]
+    (in_tmp / "node.toml").write_text('restart = "node"\n' + (in_tmp / "job.toml").read_text())
+    status, out, err = trainq(stub, capsys, "export", "--to", "kubernetes", "-f", "node.toml")
+    assert (status, out) == (2, "")
+    assert err.startswith("trainq: cannot export to kubernetes: restart: ")
+    assert err.count("\n") == 1

@@ -115,7 +115,14 @@ def test_kubernetes_runs_one_pod_per_node_named_by_a_headless_service() -> None:
     ("fields", "where"),
     [
         ({"restart": "node"}, "restart"),
-        ({"instance_count": 1, "instance_groups": [{"name": "a", "instance_count": 2}]}, "groups"),
+        (
+            {
+                "instance_count": 1,
+                "restart": "node",
+                "instance_groups": [{"name": "a", "instance_count": 2}],
+            },
+            "restart",
+        ),
     ],
 )
 def test_what_kubernetes_cannot_say_is_refused(fields: dict[str, Any], where: str) -> None:

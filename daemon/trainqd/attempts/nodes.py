@@ -22,12 +22,12 @@ from pathlib import Path
 
 from trainq.core.mlconfig import resource_config
 from trainq.core.nodes import Node, groups_of, layout, split_gpus
+from trainq.core.paddle_env import paddle_environment
 from trainqd.attempts.contract import Assignment
 from trainqd.attempts.engine import container_name
 from trainqd.attempts.jobdir import AttemptPaths
 from trainqd.attempts.launch import Attempt, BuiltLaunch, NodePlace, build_launch
 from trainqd.attempts.loopback import BLOCKS
-from trainqd.attempts.paddle_env import paddle_environment
 from trainqd.monitor import netns
 
 # Ports a job's nodes meet on, one pair per block: two jobs on the loopback addresses never

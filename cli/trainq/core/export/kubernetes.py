@@ -27,6 +27,9 @@ one pod per node, `JOB_COMPLETION_INDEX` its rank) beside a headless Service of 
 name, whose DNS names the pods `<name>-<i>.<name>`: those are the hosts of each pod's
 resourceconfig.json (one per index in the ConfigMap; the init container copies its own),
 and the rank variables name them as trainqd does (RANK, WORLD_SIZE, MASTER_ADDR, ...).
+A job with instance groups is one Indexed Job per group behind that Service, each pod's
+variables from a file per node (kubernetes_groups.py, which also says what `primary` is
+here).
 
 The trainer finds the config files and the layout; as on SageMaker itself, the SM_*
 variables are the image's training toolkit's to derive from them. Where a channel's data
@@ -41,6 +44,7 @@ import re
 import shlex
 from typing import Any
 
+from trainq.core.export import kubernetes_groups as groups
 from trainq.core.export.common import Unsupported, ceil_seconds, job_name
 from trainq.core.layout import ML_DIRS
 from trainq.core.mlconfig import config_files, resource_config
@@ -65,15 +69,9 @@ def dns_label(name: str) -> str:
 
 
 def _check(spec: JobSpec, volumes: dict[str, str]) -> None:
-    if spec.image is None:
+    if spec.image is None and not spec.instance_groups:
         raise Unsupported(
             TARGET, "command", "a Kubernetes Job runs images; give the job an image to export it"
-        )
-    if spec.instance_groups:
-        raise Unsupported(
-            TARGET,
-            "instance_groups",
-            "an Indexed Job runs one pod template: give instance_count, or export each group",
         )
     if spec.restart != "job":
         raise Unsupported(
@@ -123,7 +121,20 @@ def pod_hosts(spec: JobSpec, name: str) -> list[str]:
 def config_map(spec: JobSpec, name: str) -> dict[str, Any]:
     files = config_files(spec)
     data = {path.rsplit("/", 1)[1]: text for path, text in files.items()}
-    if is_gang(spec):
+    if spec.instance_groups:
+        hosts = groups.hosts(spec, name)
+        by_group = groups.offsets(spec)
+        del data["resourceconfig.json"]
+        members = {
+            g.name: hosts[by_group[g.name] : by_group[g.name] + g.instance_count]
+            for g in spec.instance_groups
+        }
+        for group, own in members.items():
+            for host in own:
+                resources = resource_config(host, members, group, "eth0")
+                data[f"resourceconfig-{hosts.index(host)}.json"] = json.dumps(resources, indent=1)
+        data.update(groups.env_files(spec, name))
+    elif is_gang(spec):
         hosts = pod_hosts(spec, name)
         del data["resourceconfig.json"]
         for index, host in enumerate(hosts):
@@ -137,12 +148,13 @@ def config_map(spec: JobSpec, name: str) -> dict[str, Any]:
     }
 
 
-def _layout_command(gang: bool = False) -> list[str]:
+def _layout_command(gang: bool = False, rank: str = "$JOB_COMPLETION_INDEX") -> list[str]:
+    """`rank`: the shell's expression of the pod's node, whose resourceconfig.json it keeps."""
     dirs = " ".join(shlex.quote(f"{BASE}/{rel}") for rel in ML_DIRS)
     config = f"{BASE}/input/config"
     own = (
-        f"mv {config}/resourceconfig-$JOB_COMPLETION_INDEX.json {config}/resourceconfig.json; "
-        f"rm -f {config}/resourceconfig-*.json; "
+        f"mv {config}/resourceconfig-{rank}.json {config}/resourceconfig.json; "
+        f"rm -f {config}/resourceconfig-*.json {config}/node-*.env; "
         if gang
         else ""
     )
@@ -304,6 +316,45 @@ def job(
     }
 
 
+def group_jobs(
+    spec: JobSpec, name: str, volumes: dict[str, str], init_image: str, checkpoints: str | None
+) -> list[dict[str, Any]]:
+    """One Indexed Job per instance group (kubernetes_groups.py), each the Job of a job of
+    one node with the group's image, GPUs and environment, its pods named for the Service."""
+    offsets = groups.offsets(spec)
+    jobs = []
+    for group in spec.instance_groups:
+        alone = spec.model_copy(
+            update={
+                "instance_groups": [],
+                "image": group.image or spec.image,
+                "gpus": group.gpus,
+                "environment": {**spec.environment, **group.environment},
+            }
+        )
+        item = job(alone, name, volumes, init_image, checkpoints)
+        item["metadata"]["name"] = groups.group_job_name(name, group.name)
+        item["metadata"]["labels"]["trainq/group"] = group.name
+        body = item["spec"]
+        body.update(
+            completionMode="Indexed",
+            completions=group.instance_count,
+            parallelism=group.instance_count,
+        )
+        body["template"]["metadata"]["labels"]["trainq/group"] = group.name
+        pod = body["template"]["spec"]
+        pod["subdomain"] = name
+        rank = groups.own_file(offsets[group.name])
+        pod["initContainers"][0]["command"] = _layout_command(True, rank)
+        [trainer] = pod["containers"]
+        trainer["command"] = groups.trainer_command(CONFIG_MOUNT, offsets[group.name])
+        trainer["volumeMounts"].append(
+            {"name": "ml-config", "mountPath": CONFIG_MOUNT, "readOnly": True}
+        )
+        jobs.append(item)
+    return jobs
+
+
 def manifest(
     spec: JobSpec,
     *,
@@ -317,7 +368,12 @@ def manifest(
     if checkpoints is not None and not checkpoints:
         raise Unsupported(TARGET, "--checkpoints", "give a claim name or a host path")
     name = dns_label(job_name(spec))
-    items = [config_map(spec, name), job(spec, name, volumes, init_image, checkpoints)]
+    if spec.instance_groups:
+        groups.check_groups(spec, name)
+        jobs = group_jobs(spec, name, volumes, init_image, checkpoints)
+    else:
+        jobs = [job(spec, name, volumes, init_image, checkpoints)]
+    items = [config_map(spec, name), *jobs]
     if is_gang(spec):
         items.insert(1, headless_service(name))
     if namespace is not None:
