@@ -1,5 +1,5 @@
 """Fixtures of the browser tests: a trainqd with fake GPUs whose readings a test rewrites,
-its `trainq ui` forwarder, and one headless chromium for the session."""
+its `trainq ui` forwarder, and one headless chromium per module."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from tests.support.ui import (
 __all__ = ["accounts", "workstation"]  # the multi-user fixtures, for the privacy tests
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Per module, not per session: while playwright's sync API is open its event loop counts
+    # as running in the thread, and a later module on the same worker could not anyio.run.
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
