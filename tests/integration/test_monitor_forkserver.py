@@ -45,8 +45,7 @@ def starter() -> Iterator[spawn.MonitorStarter]:
 
 
 def test_forked_monitors_run_their_attempts(starter: spawn.MonitorStarter) -> None:
-    server = server_pid()
-    assert server is not None
+    server = wait_for(server_pid, what="the fork server")
     pids = []
     for n in range(3):
         with attempt_of(python(f"print('attempt {n}')")) as attempt:
@@ -169,8 +168,11 @@ def test_a_server_that_does_not_answer_never_forks_the_launch_later(
     monkeypatch.setattr(spawn, "SERVER_ANSWER_TIMEOUT", 0.3)
     starter = spawn.MonitorStarter()
     starter.start_server()
-    server = server_pid()
-    assert server is not None
+    try:
+        server = wait_for(server_pid, what="the fork server")
+    except BaseException:
+        starter.close()  # not left for the garbage collector to find running in a later test
+        raise
     os.kill(server, signal.SIGSTOP)
 
     def wake() -> None:  # after trainqd gave up on it, while it would still be reaped
