@@ -21,8 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from trainq.core.mlconfig import resource_config
+from trainq.core.node_env import place_environment
 from trainq.core.nodes import Node, groups_of, layout, split_gpus
-from trainq.core.paddle_env import paddle_environment
 from trainqd.attempts.contract import Assignment
 from trainqd.attempts.engine import container_name
 from trainqd.attempts.jobdir import AttemptPaths
@@ -60,33 +60,13 @@ def node_environment(
     `block`: as node_address's; `peers`: each node's address (container nodes: their host
     names, which the engine's DNS resolves); `primary_groups`: the groups marked primary
     (Paddle's trainers)."""
-    port = master_port(block)
-    paddle_port = port + 1
     if peers is None:
         peers = {n.name: node_address(block, n.rank, isolated) for n in nodes}
     addresses = [peers[n.name] for n in nodes]
-    rank, size = str(node.rank), str(len(nodes))
-    return {
-        "TRAINQ_NODE_RANK": rank,
-        "TRAINQ_NUM_NODES": size,
-        "TRAINQ_NODE_NAME": node.name,
-        "TRAINQ_NODE_ADDRESS": addresses[node.rank],
-        "TRAINQ_NODE_RESTARTS": "0",
-        # torchrun's, one process per node: the node is the rank.
-        "RANK": rank,
-        "WORLD_SIZE": size,
-        "NODE_RANK": rank,
-        "GROUP_RANK": rank,
-        "LOCAL_RANK": "0",
-        "LOCAL_WORLD_SIZE": "1",
-        "MASTER_ADDR": addresses[0],
-        "MASTER_PORT": str(port),
-        # PaddlePaddle's (paddle_env.py); its trainers' barrier on the port torchrun's
-        # master would have, which a parameter-server job leaves free.
-        **paddle_environment(
-            node, nodes, addresses, paddle_port, barrier_port=port, primary_groups=primary_groups
-        ),
-    }
+    place = place_environment(
+        node, nodes, addresses, master_port(block), primary_groups=primary_groups
+    )
+    return {**place, "TRAINQ_NODE_RESTARTS": "0"}
 
 
 def build_gang(

@@ -21,13 +21,12 @@ from __future__ import annotations
 import shlex
 
 from trainq.core.export.common import Unsupported
+from trainq.core.node_env import place_environment
 from trainq.core.nodes import Node, layout
-from trainq.core.paddle_env import paddle_environment
 from trainq.core.spec import JobSpec
 
 TARGET = "kubernetes"
 MASTER_PORT = 29500  # torchrun's default: each pod has its own address
-PADDLE_PORT = MASTER_PORT + 1  # as trainqd: Paddle's beside torchrun's, its barrier on MASTER_PORT
 
 
 def group_job_name(name: str, group: str) -> str:
@@ -73,27 +72,12 @@ def node_environment(
     spec: JobSpec, node: Node, nodes: list[Node], names: list[str]
 ) -> dict[str, str]:
     """What trainqd gives the node (trainqd.attempts.nodes), on the cluster's names."""
-    rank, size = str(node.rank), str(len(nodes))
     primary = {g.name for g in spec.instance_groups if g.primary}
     return {
         "SM_HOSTS": ",".join(names),
         "SM_CURRENT_HOST": names[node.rank],
         "SM_CURRENT_INSTANCE_GROUP": node.group,
-        "TRAINQ_NODE_RANK": rank,
-        "TRAINQ_NUM_NODES": size,
-        "TRAINQ_NODE_NAME": node.name,
-        "TRAINQ_NODE_ADDRESS": names[node.rank],
-        "RANK": rank,
-        "WORLD_SIZE": size,
-        "NODE_RANK": rank,
-        "GROUP_RANK": rank,
-        "LOCAL_RANK": "0",
-        "LOCAL_WORLD_SIZE": "1",
-        "MASTER_ADDR": names[0],
-        "MASTER_PORT": str(MASTER_PORT),
-        **paddle_environment(
-            node, nodes, names, PADDLE_PORT, barrier_port=MASTER_PORT, primary_groups=primary
-        ),
+        **place_environment(node, nodes, names, MASTER_PORT, primary_groups=primary),
     }
 
 
